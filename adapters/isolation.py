@@ -1,0 +1,104 @@
+"""Tenant isolation the calling code cannot forget (seed 001, DESIGN section 8).
+
+Adapters bind the tenant named in a call with :func:`tenant_scope`, derive a
+:class:`Partition` from the bound context (there is no constructor that takes a
+tenant), filter inside each statement with it, and check every record that
+comes back with :meth:`Partition.only`: a foreign record raises
+``TenantIsolationError`` and nothing is returned. Bulk writes are refused or
+split by tenant, never run as one statement over the union.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Final, TypeVar
+
+from contracts.domain import ErasureSweep
+from contracts.errors import MissingTenantContextError, TenantIsolationError
+from contracts.ids import TenantId, tenant_id
+
+T = TypeVar("T")
+
+_CURRENT: ContextVar[TenantId | None] = ContextVar("redstring_tenant", default=None)
+
+__all__ = [
+    "ErasureSweep",
+    "Partition",
+    "current_tenant",
+    "partitioned",
+    "tenant_scope",
+]
+
+
+def current_tenant() -> TenantId:
+    tenant = _CURRENT.get()
+    if tenant is None:
+        raise MissingTenantContextError(
+            "no tenant is bound; wrap the call in tenant_scope(tenant)"
+        )
+    return tenant
+
+
+@contextmanager
+def tenant_scope(tenant: str) -> Iterator[TenantId]:
+    """Bind ``tenant`` (validated) for the duration of the block."""
+    token = _CURRENT.set(tenant_id(tenant))
+    try:
+        yield current_tenant()
+    finally:
+        _CURRENT.reset(token)
+
+
+_KEY_SEPARATOR: Final = ":"
+
+
+class Partition:
+    """The slice of a store that belongs to the bound tenant."""
+
+    __slots__ = ("tenant", "where")
+
+    def __init__(self, *, _tenant: TenantId, _where: str) -> None:
+        self.tenant = _tenant
+        self.where = _where
+
+    @classmethod
+    def current(cls, *, where: str) -> Partition:
+        return cls(_tenant=current_tenant(), _where=where)
+
+    def key(self, namespace: str, *parts: str) -> str:
+        return _KEY_SEPARATOR.join((namespace, self.tenant, *parts))
+
+    def predicate(self, position: int, column: str = "tenant_id") -> tuple[str, TenantId]:
+        """A SQL ``WHERE`` fragment and its parameter, for ``$position``."""
+        return f"{column} = ${position}", self.tenant
+
+    def check(self, found: object) -> None:
+        if found != self.tenant:
+            raise TenantIsolationError(self.tenant, None if found is None else str(found), self.where)
+
+    def only(self, items: Iterable[T], tenant_of: Callable[[T], object]) -> list[T]:
+        """All of ``items`` if every one is this tenant's; otherwise
+        ``TenantIsolationError`` and nothing."""
+        checked = list(items)
+        for item in checked:
+            self.check(tenant_of(item))
+        return checked
+
+    def one(self, item: T | None, tenant_of: Callable[[T], object]) -> T | None:
+        if item is not None:
+            self.check(tenant_of(item))
+        return item
+
+
+def partitioned(items: Iterable[T], tenant_of: Callable[[T], str]) -> dict[TenantId, list[T]]:
+    """Split a cross-tenant batch into one batch per tenant, order kept."""
+    batches: dict[TenantId, list[T]] = {}
+    for item in items:
+        batches.setdefault(tenant_id(tenant_of(item)), []).append(item)
+    return batches
+
+
+def erasure_sweep(tenant: str, remaining: Mapping[str, int]) -> ErasureSweep:
+    return ErasureSweep(tenant_id=tenant, remaining=remaining)

@@ -1,0 +1,118 @@
+"""The in-memory projection ledger, shared by both memory stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
+from contracts.errors import CheckpointRegressionError, TopicRecreatedError
+from contracts.ids import EventId, TenantId
+from contracts.ports.ledger import NO_CHECKPOINT
+
+
+@dataclass
+class LedgerState:
+    checkpoints: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
+    markers: dict[tuple[TenantId, str, int], RebuildMarker] = field(default_factory=dict)
+    tombstones: dict[TenantId, ErasureTombstone] = field(default_factory=dict)
+    applied: dict[TenantId, dict[EventId, datetime]] = field(default_factory=dict)
+
+    def copy(self) -> LedgerState:
+        # Values are frozen dataclasses or immutable tuples; one level of copying
+        # is enough for a transaction's private snapshot.
+        return LedgerState(
+            checkpoints=dict(self.checkpoints),
+            markers=dict(self.markers),
+            tombstones=dict(self.tombstones),
+            applied={t: dict(ids) for t, ids in self.applied.items()},
+        )
+
+
+class LedgerView:
+    """ProjectionLedger over one ``LedgerState`` (committed, or a transaction's copy)."""
+
+    def __init__(self, state: LedgerState) -> None:
+        self._ledger = state
+
+    def _stored(self, partition: StreamPartition) -> int:
+        entry = self._ledger.checkpoints.get((partition.topic, partition.partition))
+        if entry is None:
+            return NO_CHECKPOINT
+        stored_id, offset = entry
+        if stored_id and partition.topic_id and stored_id != partition.topic_id:
+            raise TopicRecreatedError(partition.topic, stored_id, partition.topic_id)
+        return offset
+
+    async def checkpoint(self, partition: StreamPartition) -> int:
+        return self._stored(partition)
+
+    async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
+        current = self._stored(partition)
+        if offset < current:
+            raise CheckpointRegressionError(
+                f"checkpoint of {partition.topic}[{partition.partition}] is {current}; "
+                f"refusing to move it back to {offset}"
+            )
+        key = (partition.topic, partition.partition)
+        stored_id = self._ledger.checkpoints.get(key, (partition.topic_id, 0))[0]
+        self._ledger.checkpoints[key] = (stored_id or partition.topic_id, offset)
+
+    async def checkpoints(self) -> dict[tuple[str, int], int]:
+        return {key: offset for key, (_, offset) in sorted(self._ledger.checkpoints.items())}
+
+    async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
+        return sorted(
+            (
+                m
+                for (_, topic, part), m in self._ledger.markers.items()
+                if (topic, part) == (partition.topic, partition.partition)
+            ),
+            key=lambda m: m.tenant_id,
+        )
+
+    async def put_rebuild_marker(self, marker: RebuildMarker) -> None:
+        key = (marker.tenant_id, marker.partition.topic, marker.partition.partition)
+        self._ledger.markers[key] = replace(marker)
+
+    async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
+        key = (tenant_id, partition.topic, partition.partition)
+        return self._ledger.markers.pop(key, None) is not None
+
+    async def is_rebuilding(self, tenant_id: TenantId) -> bool:
+        return any(t == tenant_id for (t, _, _) in self._ledger.markers)
+
+    async def erasure_tombstone(self, tenant_id: TenantId) -> ErasureTombstone | None:
+        return self._ledger.tombstones.get(tenant_id)
+
+    async def put_erasure_tombstone(self, tombstone: ErasureTombstone) -> None:
+        self._ledger.tombstones[tombstone.tenant_id] = tombstone
+
+    async def applied_event_ids(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> set[EventId]:
+        known = self._ledger.applied.get(tenant_id, {})
+        return {e for e in event_ids if e in known}
+
+    async def record_applied_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime
+    ) -> None:
+        known = self._ledger.applied.setdefault(tenant_id, {})
+        for event_id in event_ids:
+            known[event_id] = applied_at
+
+    async def forget_applied_events(self, tenant_id: TenantId) -> None:
+        self._ledger.applied.pop(tenant_id, None)
+
+    async def expire_applied_events(self, older_than: datetime) -> int:
+        dropped = 0
+        for tenant in list(self._ledger.applied):
+            ids = self._ledger.applied[tenant]
+            old = [e for e, at in ids.items() if at < older_than]
+            for e in old:
+                del ids[e]
+            dropped += len(old)
+            if not ids:
+                del self._ledger.applied[tenant]
+        return dropped

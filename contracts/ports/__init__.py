@@ -1,0 +1,49 @@
+"""The store ports: capability Protocols that every adapter implements.
+
+``GraphStore`` and ``VectorStore`` are compositions of capabilities (seed ADRs
+0016 and 0027); a collaborator is typed against the capability it uses. The
+projection ledger (checkpoints, rebuild markers, tombstones, applied events)
+is a system-level capability beside them, deliberately not tenant-scoped.
+"""
+
+from contracts.ports.embedder import Embedder
+from contracts.ports.graph import (
+    AliasStore,
+    EntityReader,
+    EntityWriter,
+    GraphStore,
+    GraphUnitOfWork,
+    ProjectedGraphStore,
+    RelationshipStore,
+    TenantPurge,
+)
+from contracts.ports.lifecycle import AsyncClosable
+from contracts.ports.ledger import ProjectionLedger
+from contracts.ports.vector import (
+    ProjectedVectorStore,
+    VectorPurge,
+    VectorReader,
+    VectorStore,
+    VectorUnitOfWork,
+    VectorWriter,
+)
+
+__all__ = [
+    "AliasStore",
+    "AsyncClosable",
+    "Embedder",
+    "EntityReader",
+    "EntityWriter",
+    "GraphStore",
+    "GraphUnitOfWork",
+    "ProjectedGraphStore",
+    "ProjectedVectorStore",
+    "ProjectionLedger",
+    "RelationshipStore",
+    "TenantPurge",
+    "VectorPurge",
+    "VectorReader",
+    "VectorStore",
+    "VectorUnitOfWork",
+    "VectorWriter",
+]

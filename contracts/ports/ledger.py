@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
+from contracts.ids import EventId, TenantId
+
+NO_CHECKPOINT = -1
+
+
+@runtime_checkable
+class ProjectionLedger(Protocol):
+    """Where a store records what it holds of the log (DESIGN sections 4-6).
+
+    System-level, not tenant-scoped: checkpoints are per (topic, partition) and
+    written in the same transaction as the effects they cover. Outside a unit of
+    work each call is its own transaction.
+    """
+
+    async def checkpoint(self, partition: StreamPartition) -> int:
+        """The last offset whose effects this store holds, or ``NO_CHECKPOINT``.
+
+        Raises ``TopicRecreatedError`` when the stored checkpoint belongs to
+        another topic id of the same name.
+        """
+        ...
+
+    async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
+        """Move the checkpoint to ``offset``; ``CheckpointRegressionError`` if it
+        would move backwards (equal is a no-op)."""
+        ...
+
+    async def checkpoints(self) -> dict[tuple[str, int], int]:
+        """Every checkpoint the store holds, by (topic, partition)."""
+        ...
+
+    async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
+        """The open rebuild markers on one partition, ordered by tenant."""
+        ...
+
+    async def put_rebuild_marker(self, marker: RebuildMarker) -> None:
+        """Create or replace the marker for (marker.tenant_id, marker.partition)."""
+        ...
+
+    async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
+        ...
+
+    async def is_rebuilding(self, tenant_id: TenantId) -> bool:
+        """Whether any rebuild marker of the tenant is open, on any partition."""
+        ...
+
+    async def erasure_tombstone(self, tenant_id: TenantId) -> ErasureTombstone | None: ...
+
+    async def put_erasure_tombstone(self, tombstone: ErasureTombstone) -> None: ...
+
+    async def applied_event_ids(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> set[EventId]:
+        """Which of ``event_ids`` this store has already applied for the tenant."""
+        ...
+
+    async def record_applied_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime
+    ) -> None: ...
+
+    async def forget_applied_events(self, tenant_id: TenantId) -> None:
+        """Drop the tenant's applied-event ledger (a replay re-applies its history)."""
+        ...
+
+    async def expire_applied_events(self, older_than: datetime) -> int:
+        """Drop applied ids recorded before ``older_than``; returns how many."""
+        ...

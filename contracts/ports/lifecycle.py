@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
+
+
+@runtime_checkable
+class AsyncClosable(Protocol):
+    """A capability declares its own release (seed ADR 0028): ``aclose`` and an
+    ``async with`` pair, so a caller holding one capability can release it."""
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

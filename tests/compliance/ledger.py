@@ -1,0 +1,199 @@
+"""The projection-ledger compliance suite: checkpoints, fencing, atomicity,
+rebuild markers, erasure tombstones and the applied-event ledger.
+
+Written once; every store adapter's ledger runs it through a subclass that
+provides the ``store`` fixture and two hooks that write and observe one
+tenant-scoped fact through the store's own port (an entity for a graph store, a
+vector for a vector store). Every test uses its own topic name and tenants, so
+the suite can run against one long-lived real database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
+from contracts.errors import CheckpointRegressionError, TopicRecreatedError
+from contracts.ids import EventId, TenantId
+from contracts.ports.ledger import NO_CHECKPOINT
+
+
+def fresh_tenant() -> TenantId:
+    return TenantId(f"t-{uuid.uuid4().hex[:10]}")
+
+
+def fresh_partition(partition: int = 0) -> StreamPartition:
+    return StreamPartition(
+        topic=f"test-events-{uuid.uuid4().hex[:10]}", partition=partition, topic_id=uuid.uuid4().hex
+    )
+
+
+class Boom(Exception):
+    """Raised inside a unit of work to prove it rolls back."""
+
+
+class LedgerCompliance:
+    """Subclasses provide an async fixture ``store`` and the two hooks below."""
+
+    async def write_tenant_fact(self, uow: Any, tenant: TenantId) -> None:
+        raise NotImplementedError
+
+    async def has_tenant_fact(self, store: Any, tenant: TenantId) -> bool:
+        raise NotImplementedError
+
+    # -- checkpoints -------------------------------------------------------
+
+    async def test_a_new_partition_has_no_checkpoint(self, store: Any) -> None:
+        assert await store.checkpoint(fresh_partition()) == NO_CHECKPOINT
+
+    async def test_a_checkpoint_advances_and_reads_back(self, store: Any) -> None:
+        part = fresh_partition()
+        await store.advance_checkpoint(part, 7)
+        assert await store.checkpoint(part) == 7
+        await store.advance_checkpoint(part, 7)  # equal is a no-op
+        assert await store.checkpoint(part) == 7
+
+    async def test_a_checkpoint_never_moves_backwards(self, store: Any) -> None:
+        part = fresh_partition()
+        await store.advance_checkpoint(part, 10)
+        with pytest.raises(CheckpointRegressionError):
+            await store.advance_checkpoint(part, 9)
+        assert await store.checkpoint(part) == 10
+
+    async def test_checkpoints_are_per_topic_and_partition(self, store: Any) -> None:
+        p0 = fresh_partition(0)
+        p1 = StreamPartition(p0.topic, 1, p0.topic_id)
+        other = fresh_partition(0)
+        await store.advance_checkpoint(p0, 3)
+        assert await store.checkpoint(p1) == NO_CHECKPOINT
+        assert await store.checkpoint(other) == NO_CHECKPOINT
+        await store.advance_checkpoint(p1, 5)
+        listed = await store.checkpoints()
+        assert listed[(p0.topic, 0)] == 3 and listed[(p0.topic, 1)] == 5
+
+    async def test_a_recreated_topic_is_refused(self, store: Any) -> None:
+        part = fresh_partition()
+        await store.advance_checkpoint(part, 4)
+        recreated = StreamPartition(part.topic, part.partition, uuid.uuid4().hex)
+        with pytest.raises(TopicRecreatedError):
+            await store.checkpoint(recreated)
+        with pytest.raises(TopicRecreatedError):
+            async with store.unit_of_work(recreated) as uow:
+                await uow.advance_checkpoint(recreated, 5)
+        assert await store.checkpoint(part) == 4
+
+    # -- units of work -----------------------------------------------------
+
+    async def test_a_unit_of_work_commits_effects_with_the_checkpoint(self, store: Any) -> None:
+        part, tenant = fresh_partition(), fresh_tenant()
+        async with store.unit_of_work(part) as uow:
+            await self.write_tenant_fact(uow, tenant)
+            await uow.advance_checkpoint(part, 0)
+            # Reads inside the transaction see its earlier writes.
+            assert await self.has_tenant_fact(uow, tenant)
+            assert await uow.checkpoint(part) == 0
+        assert await self.has_tenant_fact(store, tenant)
+        assert await store.checkpoint(part) == 0
+
+    async def test_a_failed_unit_of_work_leaves_neither_effects_nor_checkpoint(
+        self, store: Any
+    ) -> None:
+        part, tenant = fresh_partition(), fresh_tenant()
+        await store.advance_checkpoint(part, 2)
+        with pytest.raises(Boom):
+            async with store.unit_of_work(part) as uow:
+                await self.write_tenant_fact(uow, tenant)
+                await uow.advance_checkpoint(part, 9)
+                await uow.put_rebuild_marker(
+                    RebuildMarker(tenant, part, start_offset=0, end_offset=9, applied_through=-1)
+                )
+                await uow.record_applied_events(tenant, [EventId("e-1")], datetime.now(UTC))
+                raise Boom
+        assert not await self.has_tenant_fact(store, tenant)
+        assert await store.checkpoint(part) == 2
+        assert await store.rebuild_markers(part) == []
+        assert await store.applied_event_ids(tenant, [EventId("e-1")]) == set()
+
+    async def test_units_of_work_on_one_partition_do_not_interleave(self, store: Any) -> None:
+        """Two workers (a zombie and its successor) read the checkpoint and advance
+        it by one: the store's lock on the checkpoint must serialise them, so no
+        advance is lost and neither sees the other's uncommitted state."""
+        part = fresh_partition()
+        await store.advance_checkpoint(part, 0)
+
+        async def bump() -> None:
+            async with store.unit_of_work(part) as uow:
+                seen = await uow.checkpoint(part)
+                await asyncio.sleep(0.05)
+                await uow.advance_checkpoint(part, seen + 1)
+
+        await asyncio.wait_for(asyncio.gather(bump(), bump(), bump()), timeout=60)
+        assert await store.checkpoint(part) == 3
+
+    async def test_a_unit_of_work_may_hold_several_tenants(self, store: Any) -> None:
+        part, a, b = fresh_partition(), fresh_tenant(), fresh_tenant()
+        async with store.unit_of_work(part) as uow:
+            await self.write_tenant_fact(uow, a)
+            await self.write_tenant_fact(uow, b)
+            await uow.advance_checkpoint(part, 1)
+        assert await self.has_tenant_fact(store, a)
+        assert await self.has_tenant_fact(store, b)
+
+    # -- rebuild markers ---------------------------------------------------
+
+    async def test_rebuild_markers_round_trip_and_close(self, store: Any) -> None:
+        part, a, b = fresh_partition(), fresh_tenant(), fresh_tenant()
+        first = RebuildMarker(a, part, start_offset=0, end_offset=50, applied_through=-1,
+                              state="deleting")
+        await store.put_rebuild_marker(first)
+        await store.put_rebuild_marker(RebuildMarker(b, part, 0, 40, 10))
+        moved = RebuildMarker(a, part, 0, 50, 20)  # same (tenant, partition): replaces
+        await store.put_rebuild_marker(moved)
+        markers = await store.rebuild_markers(part)
+        assert markers == sorted([moved, RebuildMarker(b, part, 0, 40, 10)],
+                                 key=lambda m: m.tenant_id)
+        assert await store.is_rebuilding(a)
+        assert await store.rebuild_markers(fresh_partition()) == []
+        assert await store.close_rebuild_marker(a, part) is True
+        assert await store.close_rebuild_marker(a, part) is False
+        assert not await store.is_rebuilding(a)
+        assert await store.is_rebuilding(b)
+
+    async def test_a_marker_reports_when_its_window_is_covered(self, store: Any) -> None:
+        part, tenant = fresh_partition(), fresh_tenant()
+        assert not RebuildMarker(tenant, part, 0, 10, 8).complete
+        assert RebuildMarker(tenant, part, 0, 10, 9).complete
+        assert not RebuildMarker(tenant, part, 0, 10, 9, state="deleting").complete
+
+    # -- tombstones and applied events ----------------------------------------
+
+    async def test_erasure_tombstones_round_trip(self, store: Any) -> None:
+        part, tenant = fresh_partition(), fresh_tenant()
+        assert await store.erasure_tombstone(tenant) is None
+        stone = ErasureTombstone(tenant, part, 42)
+        await store.put_erasure_tombstone(stone)
+        assert await store.erasure_tombstone(tenant) == stone
+        assert await store.erasure_tombstone(fresh_tenant()) is None
+
+    async def test_applied_events_are_per_tenant(self, store: Any) -> None:
+        a, b = fresh_tenant(), fresh_tenant()
+        now = datetime.now(UTC)
+        await store.record_applied_events(a, [EventId("x"), EventId("y")], now)
+        assert await store.applied_event_ids(a, [EventId("x"), EventId("z")]) == {"x"}
+        assert await store.applied_event_ids(b, [EventId("x")]) == set()
+        await store.forget_applied_events(a)
+        assert await store.applied_event_ids(a, [EventId("x"), EventId("y")]) == set()
+
+    async def test_applied_events_expire_by_age(self, store: Any) -> None:
+        tenant = fresh_tenant()
+        now = datetime.now(UTC)
+        await store.record_applied_events(tenant, [EventId("old")], now - timedelta(days=8))
+        await store.record_applied_events(tenant, [EventId("new")], now)
+        dropped = await store.expire_applied_events(now - timedelta(days=7))
+        assert dropped >= 1
+        assert await store.applied_event_ids(tenant, [EventId("old"), EventId("new")]) == {"new"}

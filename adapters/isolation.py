@@ -35,9 +35,7 @@ __all__ = [
 def current_tenant() -> TenantId:
     tenant = _CURRENT.get()
     if tenant is None:
-        raise MissingTenantContextError(
-            "no tenant is bound; wrap the call in tenant_scope(tenant)"
-        )
+        raise MissingTenantContextError("no tenant is bound; wrap the call in tenant_scope(tenant)")
     return tenant
 
 
@@ -76,7 +74,9 @@ class Partition:
 
     def check(self, found: object) -> None:
         if found != self.tenant:
-            raise TenantIsolationError(self.tenant, None if found is None else str(found), self.where)
+            raise TenantIsolationError(
+                self.tenant, None if found is None else str(found), self.where
+            )
 
     def only(self, items: Iterable[T], tenant_of: Callable[[T], object]) -> list[T]:
         """All of ``items`` if every one is this tenant's; otherwise

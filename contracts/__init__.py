@@ -1,0 +1,5 @@
+"""redstring's `contracts` layer (see docs/adr/0002-top-level-package-names.md)."""
+
+#: Marks this package as redstring's own: PyPI has unrelated distributions that
+#: install a top-level `contracts` package, and streams.packaging checks this marker.
+REDSTRING_LAYER = "contracts"

@@ -18,7 +18,9 @@ from typing import Any, Literal, TypeAlias
 from contracts.ids import EntityId, EventId, TenantId, check_id_text
 
 Scalar: TypeAlias = str | int | float | bool
-PropertyValue: TypeAlias = str | int | float | bool | list[str] | list[int] | list[float] | list[bool]
+PropertyValue: TypeAlias = (
+    str | int | float | bool | list[str] | list[int] | list[float] | list[bool]
+)
 Properties: TypeAlias = dict[str, PropertyValue]
 
 #: Property keys become Neo4j property names (behind a prefix) and JSON keys.
@@ -183,6 +185,47 @@ class Alias:
 
 #: The one metadata key a vector store interprets: ``search`` filters on it.
 ENTITY_TYPE_KEY = "entity_type"
+_MAX_METADATA_DEPTH = 32
+
+
+def _check_json_text(value: str, where: str) -> None:
+    # Postgres JSONB holds neither NUL nor a lone surrogate; refusing them here
+    # keeps every adapter agreeing on which records are legal.
+    if "\x00" in value:
+        raise ValueError(f"{where}: string contains a NUL byte")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{where}: string contains a lone surrogate") from None
+
+
+def check_metadata_value(value: object, where: str, depth: int = 0) -> None:
+    """Raise ``ValueError`` unless ``value`` is JSON that reads back unchanged
+    from every store: None, bool, int, finite float, str, list or str-keyed dict
+    (no tuples, which would come back as lists)."""
+    if depth > _MAX_METADATA_DEPTH:
+        raise ValueError(f"{where}: nested deeper than {_MAX_METADATA_DEPTH} levels")
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: {value} is not a finite number")
+        return
+    if isinstance(value, str):
+        _check_json_text(value, where)
+        return
+    if isinstance(value, list):
+        for item in value:
+            check_metadata_value(item, where, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where}: key {key!r} is not a string")
+            _check_json_text(key, where)
+            check_metadata_value(item, f"{where}.{key}", depth + 1)
+        return
+    raise ValueError(f"{where}: {type(value).__name__} is not JSON metadata")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +244,7 @@ class VectorRecord:
             raise ValueError("a vector must have at least one component")
         if not all(isinstance(x, int | float) and math.isfinite(x) for x in self.vector):
             raise ValueError(f"vector {self.id!r} has a non-finite or non-numeric component")
+        check_metadata_value(self.metadata, f"vector {self.id!r} metadata")
 
 
 @dataclass(frozen=True, slots=True)

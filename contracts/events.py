@@ -84,7 +84,7 @@ class ExtractedEntity(_Strict):
     embedding: list[float] | None = Field(
         default=None,
         max_length=MAX_EMBEDDING_DIMENSION,
-        description="Optional precomputed document embedding; otherwise the worker embeds the name.",
+        description="Optional precomputed embedding; otherwise the worker embeds the name.",
     )
 
     @field_validator("id")

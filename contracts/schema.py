@@ -16,9 +16,8 @@ def event_schemas() -> dict[str, dict[str, Any]]:
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["$id"] = f"urn:redstring:event:{event_type}:v{SCHEMA_VERSION}"
         schema["description"] = (
-            (model.__doc__ or "").strip()
-            or f"{event_type} envelope; Kafka key = tenant_id (UTF-8)."
-        )
+            model.__doc__ or ""
+        ).strip() or f"{event_type} envelope; Kafka key = tenant_id (UTF-8)."
         schemas[event_type] = schema
     return schemas
 

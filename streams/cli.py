@@ -20,7 +20,9 @@ def _register_subcommands() -> None:
     # Imported here so that a missing optional dependency of one command group
     # does not break `redstring --help` for the others.
     from streams import cli_commands
+    from streams.packaging import check_own_packages
 
+    check_own_packages()
     cli_commands.register(main)
 
 

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 
+@click.group()
+def schema() -> None:
+    """The event contract as JSON Schema, for producers not written in Python."""
+
+
+@schema.command("export")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def schema_export(directory: Path) -> None:
+    """Write <EventType>.schema.json for every event type into DIRECTORY."""
+    from contracts.schema import export_schemas
+
+    for path in export_schemas(directory):
+        click.echo(f"wrote {path}")
+
+
 def register(main: click.Group) -> None:
+    main.add_command(schema)
     try:
         from devstack.cli import dev
-    except ImportError:  # pragma: no cover - devstack ships with the repository
+    except ImportError:  # devstack ships with the repository, not with every install
         pass
     else:
         main.add_command(dev)

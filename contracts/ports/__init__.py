@@ -17,8 +17,8 @@ from contracts.ports.graph import (
     RelationshipStore,
     TenantPurge,
 )
-from contracts.ports.lifecycle import AsyncClosable
 from contracts.ports.ledger import ProjectionLedger
+from contracts.ports.lifecycle import AsyncClosable
 from contracts.ports.vector import (
     ProjectedVectorStore,
     VectorPurge,

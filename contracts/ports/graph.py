@@ -13,7 +13,14 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
-from contracts.domain import Alias, Entity, ErasureSweep, Relationship, RelationshipKey, StreamPartition
+from contracts.domain import (
+    Alias,
+    Entity,
+    ErasureSweep,
+    Relationship,
+    RelationshipKey,
+    StreamPartition,
+)
 from contracts.ids import EntityId, TenantId
 from contracts.ports.ledger import ProjectionLedger
 from contracts.ports.lifecycle import AsyncClosable
@@ -155,7 +162,9 @@ class ProjectedGraphStore(GraphStore, ProjectionLedger, Protocol):
     """A graph store that projections write to: the port, its ledger, and units
     of work that commit both together."""
 
-    def unit_of_work(self, partition: StreamPartition) -> AbstractAsyncContextManager[GraphUnitOfWork]:
+    def unit_of_work(
+        self, partition: StreamPartition
+    ) -> AbstractAsyncContextManager[GraphUnitOfWork]:
         """Open a transaction holding the store's lock on ``partition``'s checkpoint,
         so that two workers (a zombie and its successor) cannot interleave."""
         ...

@@ -44,8 +44,9 @@ class ProjectionLedger(Protocol):
         """Create or replace the marker for (marker.tenant_id, marker.partition)."""
         ...
 
-    async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
-        ...
+    async def close_rebuild_marker(
+        self, tenant_id: TenantId, partition: StreamPartition
+    ) -> bool: ...
 
     async def is_rebuilding(self, tenant_id: TenantId) -> bool:
         """Whether any rebuild marker of the tenant is open, on any partition."""

@@ -148,15 +148,17 @@ class LedgerCompliance:
 
     async def test_rebuild_markers_round_trip_and_close(self, store: Any) -> None:
         part, a, b = fresh_partition(), fresh_tenant(), fresh_tenant()
-        first = RebuildMarker(a, part, start_offset=0, end_offset=50, applied_through=-1,
-                              state="deleting")
+        first = RebuildMarker(
+            a, part, start_offset=0, end_offset=50, applied_through=-1, state="deleting"
+        )
         await store.put_rebuild_marker(first)
         await store.put_rebuild_marker(RebuildMarker(b, part, 0, 40, 10))
         moved = RebuildMarker(a, part, 0, 50, 20)  # same (tenant, partition): replaces
         await store.put_rebuild_marker(moved)
         markers = await store.rebuild_markers(part)
-        assert markers == sorted([moved, RebuildMarker(b, part, 0, 40, 10)],
-                                 key=lambda m: m.tenant_id)
+        assert markers == sorted(
+            [moved, RebuildMarker(b, part, 0, 40, 10)], key=lambda m: m.tenant_id
+        )
         assert await store.is_rebuilding(a)
         assert await store.rebuild_markers(fresh_partition()) == []
         assert await store.close_rebuild_marker(a, part) is True

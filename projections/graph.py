@@ -1,0 +1,217 @@
+"""The graph fold: events -> entities, relationships and aliases.
+
+Resolve-before-write (seed ADR 0002): every edge endpoint goes through
+``resolve_entity_ids`` before the edge is written, so a later extraction cannot
+revert a merge; an edge whose endpoints resolve to one entity collapses (it is
+deleted, counted, and not a failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+
+from contracts.domain import Alias, Entity, Relationship, RelationshipKey
+from contracts.errors import AliasCycleError
+from contracts.events import (
+    DocumentExtractedEvent,
+    EdgeRef,
+    EntitiesMergedEvent,
+    EntitiesUnmergedEvent,
+    ExtractedRelationship,
+)
+from contracts.ids import EntityId, TenantId
+from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
+from projections.fold import Admitted, Fold, MergeRefused
+from projections.records import FoldReport
+
+
+def _edge(
+    tenant: TenantId, source: EntityId, target: EntityId, rel: ExtractedRelationship
+) -> Relationship:
+    return Relationship(
+        tenant_id=tenant,
+        source_id=source,
+        target_id=target,
+        type=rel.type,
+        confidence=rel.confidence,
+        properties=dict(rel.properties),
+    )
+
+
+class _EdgeWriter:
+    """Collects one tenant's edge writes for a unit of work, in order.
+
+    Knows which entities exist at each point: those in the store when the run
+    began plus those upserted by earlier events of the run, so that batching
+    leaves the state that one-at-a-time application would.
+    """
+
+    def __init__(
+        self, tenant: TenantId, resolved: dict[EntityId, EntityId], existing: set[EntityId]
+    ):
+        self.tenant = tenant
+        self.resolved = resolved
+        self.existing = existing
+        self.upserts: list[Relationship] = []
+        self.deletes: list[RelationshipKey] = []
+
+    def resolve(self, entity_id: str) -> EntityId:
+        return self.resolved.get(EntityId(entity_id), EntityId(entity_id))
+
+    def write(self, rel: ExtractedRelationship, report: FoldReport) -> None:
+        source, target = self.resolve(rel.source), self.resolve(rel.target)
+        if source == target:
+            self.deletes.append(rel.key)
+            report.collapsed += 1
+        elif source not in self.existing or target not in self.existing:
+            report.dangling += 1
+        else:
+            self.upserts.append(_edge(self.tenant, source, target, rel))
+
+    def remove(self, ref: EdgeRef) -> None:
+        self.deletes.append((self.resolve(ref.source), self.resolve(ref.target), ref.type))
+
+    async def flush(self, uow: GraphUnitOfWork) -> None:
+        # Deleted keys and upserted keys of one flush never overlap in a way that
+        # depends on order: deletes name raw or resolved keys of removed edges,
+        # and every call site flushes before a later write could touch them.
+        if self.deletes:
+            await uow.delete_relationships(self.tenant, self.deletes)
+        if self.upserts:
+            await uow.upsert_relationships(self.tenant, self.upserts)
+        self.deletes, self.upserts = [], []
+
+
+async def _existing(
+    uow: GraphUnitOfWork, tenant: TenantId, ids: Iterable[EntityId]
+) -> set[EntityId]:
+    wanted = sorted(set(ids))
+    if not wanted:
+        return set()
+    return {e.id for e in await uow.get_entities(tenant, wanted)}
+
+
+class GraphProjection(Fold[GraphUnitOfWork]):
+    def __init__(
+        self, store: ProjectedGraphStore, clock: Callable[[], datetime] | None = None
+    ) -> None:
+        super().__init__(store, clock=clock)
+
+    async def apply_run(
+        self, uow: GraphUnitOfWork, run: Sequence[Admitted], report: FoldReport
+    ) -> None:
+        by_tenant: dict[TenantId, list[DocumentExtractedEvent]] = {}
+        for item in run:
+            assert isinstance(item.event, DocumentExtractedEvent)
+            by_tenant.setdefault(item.event.tenant, []).append(item.event)
+        # Tenants never touch each other's rows, so grouping by tenant keeps
+        # each tenant's own order and the result of one-at-a-time application.
+        for tenant, events in by_tenant.items():
+            await self._extractions(uow, tenant, events, report)
+
+    async def _extractions(
+        self,
+        uow: GraphUnitOfWork,
+        tenant: TenantId,
+        events: Sequence[DocumentExtractedEvent],
+        report: FoldReport,
+    ) -> None:
+        entities = [
+            Entity(tenant, EntityId(e.id), e.name, e.type, dict(e.properties))
+            for event in events
+            for e in event.payload.entities
+        ]
+        endpoints = {
+            EntityId(end)
+            for event in events
+            for rel in event.payload.relationships
+            for end in (rel.source, rel.target)
+        }
+        resolved = await uow.resolve_entity_ids(tenant, sorted(endpoints)) if endpoints else {}
+        already = await _existing(uow, tenant, resolved.values())
+        if entities:
+            await uow.upsert_entities(tenant, entities)
+        writer = _EdgeWriter(tenant, resolved, set(already))
+        for event in events:
+            writer.existing.update(EntityId(e.id) for e in event.payload.entities)
+            for rel in event.payload.relationships:
+                writer.write(rel, report)
+        await writer.flush(uow)
+
+    async def apply_merge(
+        self, uow: GraphUnitOfWork, event: EntitiesMergedEvent, report: FoldReport
+    ) -> None:
+        tenant, payload = event.tenant, event.payload
+        canonical = EntityId(payload.canonical_id)
+        absorbed = [EntityId(a) for a in payload.absorbed_ids]
+        # A cycle already in the store is corruption (AliasCycleError escapes);
+        # one that this merge would close is a refusal.
+        await uow.resolve_entity_ids(tenant, [canonical, *absorbed])
+        for alias_id in absorbed:
+            await uow.upsert_alias(tenant, Alias(tenant, alias_id, canonical, payload.reason))
+        try:
+            await uow.resolve_entity_ids(tenant, [canonical, *absorbed])
+        except AliasCycleError as exc:
+            raise MergeRefused(
+                f"merging {', '.join(absorbed)} into {canonical!r} would close an alias cycle"
+            ) from exc
+        await self._redirect(uow, tenant, payload.edges_to_remove, payload.edges_to_add, report)
+        await self._repoint(uow, tenant, absorbed, report)
+
+    async def apply_unmerge(
+        self, uow: GraphUnitOfWork, event: EntitiesUnmergedEvent, report: FoldReport
+    ) -> None:
+        tenant, payload = event.tenant, event.payload
+        for restored in payload.restored_ids:
+            await uow.remove_alias(tenant, EntityId(restored))
+        await self._redirect(uow, tenant, payload.edges_to_remove, payload.edges_to_restore, report)
+
+    async def _redirect(
+        self,
+        uow: GraphUnitOfWork,
+        tenant: TenantId,
+        remove: Sequence[EdgeRef],
+        add: Sequence[ExtractedRelationship],
+        report: FoldReport,
+    ) -> None:
+        ids = {EntityId(end) for ref in [*remove, *add] for end in (ref.source, ref.target)}
+        if not ids:
+            return
+        resolved = await uow.resolve_entity_ids(tenant, sorted(ids))
+        writer = _EdgeWriter(tenant, resolved, await _existing(uow, tenant, resolved.values()))
+        for ref in remove:
+            writer.remove(ref)
+        await writer.flush(uow)
+        for rel in add:
+            writer.write(rel, report)
+        await writer.flush(uow)
+
+    async def _repoint(
+        self,
+        uow: GraphUnitOfWork,
+        tenant: TenantId,
+        absorbed: Sequence[EntityId],
+        report: FoldReport,
+    ) -> None:
+        """An absorbed entity keeps no edges: move each to the resolved ids."""
+        touching = await uow.get_relationships_for(tenant, absorbed)
+        if not touching:
+            return
+        ids = {end for rel in touching for end in (rel.source_id, rel.target_id)}
+        resolved = await uow.resolve_entity_ids(tenant, sorted(ids))
+        existing = await _existing(uow, tenant, resolved.values())
+        moved: list[Relationship] = []
+        for rel in sorted(touching, key=lambda r: r.key):
+            source, target = resolved[rel.source_id], resolved[rel.target_id]
+            if source == target:
+                report.collapsed += 1
+            elif source not in existing or target not in existing:
+                report.dangling += 1
+            else:
+                moved.append(
+                    Relationship(tenant, source, target, rel.type, rel.confidence, rel.properties)
+                )
+        await uow.delete_relationships(tenant, [rel.key for rel in touching])
+        if moved:
+            await uow.upsert_relationships(tenant, moved)

@@ -1,0 +1,97 @@
+"""The vector fold: extracted entities -> embeddings, merges -> visibility.
+
+Every vector stays under its own entity id; an id is visible to search exactly
+when it has no alias. The store keeps its own alias facts, so it refuses the
+same merges as the graph fold without reading the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from contracts.domain import ENTITY_TYPE_KEY, VectorRecord
+from contracts.errors import AliasCycleError, DimensionMismatchError
+from contracts.events import (
+    DocumentExtractedEvent,
+    EntitiesMergedEvent,
+    EntitiesUnmergedEvent,
+    ExtractedEntity,
+)
+from contracts.ids import EntityId, TenantId
+from contracts.ports.embedder import Embedder
+from contracts.ports.vector import ProjectedVectorStore, VectorUnitOfWork
+from projections.fold import Admitted, Fold, MergeRefused
+from projections.records import FoldReport
+
+
+def vector_metadata(entity: ExtractedEntity, document_id: str) -> dict[str, Any]:
+    return {ENTITY_TYPE_KEY: entity.type, "name": entity.name, "document_id": document_id}
+
+
+class VectorProjection(Fold[VectorUnitOfWork]):
+    def __init__(
+        self,
+        store: ProjectedVectorStore,
+        embedder: Embedder,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        super().__init__(store, clock=clock)
+        self.embedder = embedder
+        self.dimension = store.dimension
+        if embedder.identity.dimension != store.dimension:
+            raise DimensionMismatchError(store.dimension, embedder.identity.dimension, "embedder")
+
+    async def apply_run(
+        self, uow: VectorUnitOfWork, run: Sequence[Admitted], report: FoldReport
+    ) -> None:
+        by_tenant: dict[TenantId, list[VectorRecord]] = {}
+        pending: list[tuple[TenantId, ExtractedEntity, str]] = []
+        for item in run:
+            assert isinstance(item.event, DocumentExtractedEvent)
+            payload = item.event.payload
+            for entity in payload.entities:
+                pending.append((item.event.tenant, entity, payload.document_id))
+        missing = [e.name for _, e, _ in pending if e.embedding is None]
+        embedded = iter(await self.embedder.embed_documents(missing) if missing else [])
+        for tenant, entity, document_id in pending:
+            vector = entity.embedding if entity.embedding is not None else next(embedded)
+            if len(vector) != self.dimension:
+                # A wrong carried embedding is this event's fault: the segment is
+                # re-applied one event at a time and only this event is skipped.
+                raise DimensionMismatchError(
+                    self.dimension, len(vector), f"entity {entity.id!r} embedding"
+                )
+            by_tenant.setdefault(tenant, []).append(
+                VectorRecord(
+                    tenant_id=tenant,
+                    id=EntityId(entity.id),
+                    vector=tuple(float(x) for x in vector),
+                    metadata=vector_metadata(entity, document_id),
+                )
+            )
+        for tenant, records in by_tenant.items():
+            await uow.upsert_many(tenant, records)
+
+    async def apply_merge(
+        self, uow: VectorUnitOfWork, event: EntitiesMergedEvent, report: FoldReport
+    ) -> None:
+        tenant, payload = event.tenant, event.payload
+        canonical = EntityId(payload.canonical_id)
+        absorbed = [EntityId(a) for a in payload.absorbed_ids]
+        await uow.resolve_entity_ids(tenant, [canonical, *absorbed])
+        for alias_id in absorbed:
+            await uow.hide_merged(tenant, alias_id, canonical)
+        try:
+            await uow.resolve_entity_ids(tenant, [canonical, *absorbed])
+        except AliasCycleError as exc:
+            raise MergeRefused(
+                f"merging {', '.join(absorbed)} into {canonical!r} would close an alias cycle"
+            ) from exc
+
+    async def apply_unmerge(
+        self, uow: VectorUnitOfWork, event: EntitiesUnmergedEvent, report: FoldReport
+    ) -> None:
+        for restored in event.payload.restored_ids:
+            await uow.unhide(event.tenant, EntityId(restored))

@@ -23,7 +23,10 @@ def schema_export(directory: Path) -> None:
 
 
 def register(main: click.Group) -> None:
+    from streams.fold_cli import fold_command
+
     main.add_command(schema)
+    main.add_command(fold_command)
     try:
         from devstack.cli import dev
     except ImportError:  # devstack ships with the repository, not with every install

@@ -1,0 +1,140 @@
+"""``redstring fold``: the producers' dry run and the embedded demo.
+
+Applies a file of events to fresh in-memory stores with the same folds and the
+same validation the workers use, and writes the resulting state as canonical
+JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from adapters.embedding import HashingEmbedder
+from adapters.memory.graph import InMemoryGraphStore
+from adapters.memory.vector import InMemoryVectorStore
+from contracts.domain import StreamPartition
+from contracts.errors import SchemaVersionTooNewError
+from contracts.events import (
+    DocumentExtractedEvent,
+    EntitiesMergedEvent,
+    EntitiesUnmergedEvent,
+    Event,
+)
+from contracts.ids import EntityId, TenantId
+from projections.driver import drive
+from projections.graph import GraphProjection
+from projections.records import LogRecord
+from projections.snapshot import canonical_json, snapshot
+from projections.vector import VectorProjection
+from streams.decode import decode
+
+DRY_RUN_PARTITION = StreamPartition(topic="events", partition=0, topic_id="dry-run")
+
+
+def mentioned_ids(event: Event) -> set[EntityId]:
+    """Every entity id an event names: the universe a snapshot reads over."""
+    ids: set[str] = set()
+    if isinstance(event, DocumentExtractedEvent):
+        ids.update(e.id for e in event.payload.entities)
+        ids.update(x for r in event.payload.relationships for x in (r.source, r.target))
+    elif isinstance(event, EntitiesMergedEvent):
+        p = event.payload
+        ids.update([p.canonical_id, *p.absorbed_ids])
+        ids.update(x for r in [*p.edges_to_add, *p.edges_to_remove] for x in (r.source, r.target))
+    elif isinstance(event, EntitiesUnmergedEvent):
+        q = event.payload
+        ids.update([q.canonical_id, *q.restored_ids])
+        ids.update(
+            x for r in [*q.edges_to_restore, *q.edges_to_remove] for x in (r.source, r.target)
+        )
+    return {EntityId(i) for i in ids}
+
+
+@dataclass
+class DryRun:
+    state: dict[str, Any]
+    dead_letters: list[tuple[int, str]]
+
+
+async def fold_lines(
+    lines: list[bytes], *, control_key: bytes | None, trust_unsigned: bool, batch_size: int
+) -> DryRun:
+    log: list[LogRecord] = []
+    dead: list[tuple[int, str]] = []
+    universe: dict[TenantId, set[EntityId]] = {}
+    for offset, line in enumerate(lines):
+        try:
+            decoded = decode(
+                offset, None, line, control_key, trust_unsigned=trust_unsigned, keyless=True
+            )
+        except SchemaVersionTooNewError as exc:
+            raise click.ClickException(f"line {offset + 1}: {exc}") from None
+        record = decoded.record
+        if decoded.dead_letter_reason is not None:
+            dead.append((offset, decoded.dead_letter_reason))
+        elif record.event is not None:
+            universe.setdefault(record.event.tenant, set()).update(mentioned_ids(record.event))
+        log.append(record)
+    embedder = HashingEmbedder()
+    async with InMemoryGraphStore() as graph, InMemoryVectorStore(embedder.identity) as vector:
+        folds = [GraphProjection(graph), VectorProjection(vector, embedder)]
+        result = await drive(folds, DRY_RUN_PARTITION, log, batch_size=batch_size)
+        dead.extend((f.offset, f.reason) for f in result.failed.values())
+        checkpoints = {
+            "graph": await graph.checkpoint(DRY_RUN_PARTITION),
+            "vector": await vector.checkpoint(DRY_RUN_PARTITION),
+        }
+        tenants = {}
+        for tenant in sorted(universe):
+            tenants[tenant] = {
+                **await snapshot(graph, vector, tenant, universe[tenant]),
+                "checkpoints": checkpoints,
+            }
+    return DryRun({"tenants": tenants}, sorted(dead))
+
+
+@click.command("fold")
+@click.argument("events", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the state here (default: stdout).",
+)
+@click.option(
+    "--trust-unsigned",
+    is_flag=True,
+    help="Accept unsigned control events (a dry run without the control key).",
+)
+@click.option("--batch-size", default=500, show_default=True, help="Events per batch.")
+def fold_command(events: Path, out: Path | None, trust_unsigned: bool, batch_size: int) -> None:
+    """Apply EVENTS (one JSON envelope per line) to fresh in-memory stores and
+    print the resulting state as canonical JSON.
+
+    Positions are assigned in file order on one partition. Values that would be
+    dead-lettered are listed on stderr with their reasons. Control events are
+    verified with REDSTRING_CONTROL_KEY, as the workers verify them.
+    """
+    lines = [line for line in events.read_bytes().splitlines() if line.strip()]
+    key = os.environ.get("REDSTRING_CONTROL_KEY", "").encode() or None
+    result = asyncio.run(
+        fold_lines(lines, control_key=key, trust_unsigned=trust_unsigned, batch_size=batch_size)
+    )
+    for offset, reason in result.dead_letters:
+        click.echo(f"dead letter: line {offset + 1}: {reason}", err=True)
+    text = canonical_json(result.state)
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        tenants = result.state["tenants"]
+        click.echo(
+            f"folded {len(lines)} events for {len(tenants)} tenant(s) into {out}; "
+            f"{len(result.dead_letters)} dead letter(s)",
+            err=True,
+        )

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 
 from contracts.domain import Alias, Entity, Relationship, RelationshipKey
-from contracts.errors import AliasCycleError
+from contracts.errors import AliasCycleError, DimensionMismatchError
 from contracts.events import (
     DocumentExtractedEvent,
     EdgeRef,
@@ -93,10 +93,30 @@ async def _existing(
 
 
 class GraphProjection(Fold[GraphUnitOfWork]):
+    """``embedding_dimension``: the vector store's dimension, when there is one.
+    An event carrying embeddings of another length is refused here too, so that
+    both stores skip the same events (DESIGN 5.8)."""
+
     def __init__(
-        self, store: ProjectedGraphStore, clock: Callable[[], datetime] | None = None
+        self,
+        store: ProjectedGraphStore,
+        clock: Callable[[], datetime] | None = None,
+        *,
+        embedding_dimension: int | None = None,
     ) -> None:
         super().__init__(store, clock=clock)
+        self.embedding_dimension = embedding_dimension
+
+    def _check_embeddings(self, event: DocumentExtractedEvent) -> None:
+        if self.embedding_dimension is None:
+            return
+        for entity in event.payload.entities:
+            if entity.embedding is not None and len(entity.embedding) != self.embedding_dimension:
+                raise DimensionMismatchError(
+                    self.embedding_dimension,
+                    len(entity.embedding),
+                    f"entity {entity.id!r} embedding",
+                )
 
     async def apply_run(
         self, uow: GraphUnitOfWork, run: Sequence[Admitted], report: FoldReport
@@ -104,6 +124,7 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         by_tenant: dict[TenantId, list[DocumentExtractedEvent]] = {}
         for item in run:
             assert isinstance(item.event, DocumentExtractedEvent)
+            self._check_embeddings(item.event)
             by_tenant.setdefault(item.event.tenant, []).append(item.event)
         # Tenants never touch each other's rows, so grouping by tenant keeps
         # each tenant's own order and the result of one-at-a-time application.

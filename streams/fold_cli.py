@@ -28,6 +28,7 @@ from contracts.events import (
 )
 from contracts.ids import EntityId, TenantId
 from projections.driver import drive
+from projections.fold import Fold
 from projections.graph import GraphProjection
 from projections.records import LogRecord
 from projections.snapshot import canonical_json, snapshot
@@ -83,7 +84,10 @@ async def fold_lines(
         log.append(record)
     embedder = HashingEmbedder()
     async with InMemoryGraphStore() as graph, InMemoryVectorStore(embedder.identity) as vector:
-        folds = [GraphProjection(graph), VectorProjection(vector, embedder)]
+        folds: list[Fold[Any]] = [
+            GraphProjection(graph, embedding_dimension=vector.dimension),
+            VectorProjection(vector, embedder),
+        ]
         result = await drive(folds, DRY_RUN_PARTITION, log, batch_size=batch_size)
         dead.extend((f.offset, f.reason) for f in result.failed.values())
         checkpoints = {

@@ -1,0 +1,83 @@
+// Runs Neo4j Community embedded, with the Bolt connector on, for the local
+// stack (see devstack/neo4j.py and docs/adr/0001-local-stack-without-docker.md).
+//
+// Usage: java -cp <neo4j classpath>:<dir> Neo4jLauncher HOME_DIR BOLT_PORT PASSWORD_FILE PAGECACHE_MB
+//
+// Authentication stays on. The password in PASSWORD_FILE is given to the
+// built-in `neo4j` user through the system database (embedded transactions
+// are not subject to auth), so Bolt clients must present it.
+// SIGTERM shuts the DBMS down cleanly through the shutdown hook.
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+
+import org.neo4j.configuration.GraphDatabaseSettings;
+import org.neo4j.configuration.connectors.BoltConnector;
+import org.neo4j.configuration.connectors.HttpConnector;
+import org.neo4j.configuration.connectors.HttpsConnector;
+import org.neo4j.configuration.helpers.SocketAddress;
+import org.neo4j.dbms.api.DatabaseManagementService;
+import org.neo4j.dbms.api.DatabaseManagementServiceBuilder;
+import org.neo4j.graphdb.GraphDatabaseService;
+import org.neo4j.io.ByteUnit;
+
+public final class Neo4jLauncher {
+    private Neo4jLauncher() {}
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 4) {
+            System.err.println("usage: Neo4jLauncher HOME_DIR BOLT_PORT PASSWORD_FILE PAGECACHE_MB");
+            System.exit(2);
+        }
+        Path home = Path.of(args[0]).toAbsolutePath();
+        int boltPort = Integer.parseInt(args[1]);
+        String password = Files.readString(Path.of(args[2]), StandardCharsets.UTF_8).strip();
+        long pagecacheMb = Long.parseLong(args[3]);
+
+        DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
+                .setConfig(GraphDatabaseSettings.auth_enabled, true)
+                .setConfig(GraphDatabaseSettings.pagecache_memory, ByteUnit.mebiBytes(pagecacheMb))
+                .setConfig(BoltConnector.enabled, true)
+                .setConfig(BoltConnector.listen_address, new SocketAddress("127.0.0.1", boltPort))
+                .setConfig(BoltConnector.advertised_address, new SocketAddress("127.0.0.1", boltPort))
+                .setConfig(HttpConnector.enabled, false)
+                .setConfig(HttpsConnector.enabled, false)
+                .build();
+
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            System.out.println("neo4j-launcher: shutting down");
+            dbms.shutdown();
+            stopped.countDown();
+        }, "neo4j-launcher-shutdown"));
+
+        try {
+            setPassword(dbms.database(GraphDatabaseSettings.SYSTEM_DATABASE_NAME), password);
+        } catch (RuntimeException e) {
+            e.printStackTrace();
+            System.err.println("neo4j-launcher: could not set the password of user neo4j, stopping");
+            System.exit(1);  // runs the shutdown hook
+        }
+
+        System.out.println("neo4j-launcher: ready, bolt://127.0.0.1:" + boltPort);
+        System.out.flush();
+        stopped.await();
+    }
+
+    private static void setPassword(GraphDatabaseService system, String password) {
+        try {
+            system.executeTransactionally(
+                    "ALTER USER neo4j SET PASSWORD $password CHANGE NOT REQUIRED",
+                    Map.of("password", password));
+        } catch (RuntimeException e) {
+            // A restart with the same password file: the password is already set.
+            String message = String.valueOf(e.getMessage());
+            if (!message.contains("Old password and new password cannot be the same")) {
+                throw e;
+            }
+        }
+    }
+}

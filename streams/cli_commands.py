@@ -24,9 +24,12 @@ def schema_export(directory: Path) -> None:
 
 def register(main: click.Group) -> None:
     from streams.fold_cli import fold_command
+    from streams.ops_cli import publish_command, topics
 
     main.add_command(schema)
     main.add_command(fold_command)
+    main.add_command(topics)
+    main.add_command(publish_command)
     try:
         from devstack.cli import dev
     except ImportError:  # devstack ships with the repository, not with every install

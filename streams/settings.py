@@ -1,0 +1,81 @@
+"""Configuration from ``REDSTRING_*`` environment variables (DESIGN 7).
+
+Security settings (TLS, SASL, passwords) pass straight through to the clients;
+secrets are ``SecretStr`` so they never appear in logs or reprs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="REDSTRING_", extra="ignore")
+
+    # Kafka
+    kafka_bootstrap: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers.")
+    kafka_security_protocol: str = Field("PLAINTEXT", description="PLAINTEXT, SSL, SASL_SSL, ...")
+    kafka_sasl_mechanism: str | None = Field(None, description="e.g. SCRAM-SHA-512, PLAIN")
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    kafka_ssl_cafile: str | None = Field(None, description="CA bundle for SSL listeners.")
+    topic: str = Field("redstring.events", description="The events topic.")
+    partitions: int = Field(12, ge=1, description="Partitions when creating the topic.")
+    replication_factor: int = Field(1, ge=1, description="Replication when creating topics.")
+    group_id: str = Field("redstring-projector", description="The workers' consumer group.")
+
+    # Stores
+    neo4j_uri: str = Field("bolt://127.0.0.1:7687", description="Neo4j Bolt URI.")
+    neo4j_user: str = "neo4j"
+    neo4j_password: SecretStr = SecretStr("")
+    neo4j_database: str = Field("neo4j", description="Neo4j database name.")
+    pg_dsn: SecretStr = Field(
+        SecretStr("postgresql://postgres@127.0.0.1:5432/redstring"),
+        description="Postgres DSN (libpq form).",
+    )
+
+    # Embeddings
+    embedding_model: str = Field(
+        "redstring-hashing-v1",
+        description="'redstring-hashing-v1' (built in, no download) or a local model directory.",
+    )
+    embedding_dimension: int = Field(384, ge=1)
+
+    # Projection
+    control_key: SecretStr = Field(
+        SecretStr(""), description="HMAC key that signs replay and erasure control events."
+    )
+    batch_size: int = Field(500, ge=1, description="Events per batch.")
+    batch_wait_ms: int = Field(200, ge=0, description="How long to wait to fill a batch.")
+    applied_event_retention_days: float = Field(
+        7.0, gt=0, description="How long stores remember applied event ids."
+    )
+    http_host: str = Field("0.0.0.0", description="Health and metrics endpoint host.")
+    http_port: int = Field(6066, description="Health and metrics endpoint port.")
+    log_level: str = "INFO"
+
+    @property
+    def dlq_topic(self) -> str:
+        return f"{self.topic}.dlq"
+
+    def control_key_bytes(self) -> bytes | None:
+        return self.control_key.get_secret_value().encode() or None
+
+    def kafka_client_config(self) -> dict[str, Any]:
+        """librdkafka (confluent-kafka) settings shared by every client."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.kafka_bootstrap,
+            "security.protocol": self.kafka_security_protocol,
+        }
+        if self.kafka_sasl_mechanism:
+            config["sasl.mechanism"] = self.kafka_sasl_mechanism
+        if self.kafka_sasl_username:
+            config["sasl.username"] = self.kafka_sasl_username
+        if self.kafka_sasl_password is not None:
+            config["sasl.password"] = self.kafka_sasl_password.get_secret_value()
+        if self.kafka_ssl_cafile:
+            config["ssl.ca.location"] = self.kafka_ssl_cafile
+        return config

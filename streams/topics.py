@@ -1,0 +1,118 @@
+"""The events topic and its dead-letter topic: creation, description, checks.
+
+Topics are created with unlimited retention (a replay re-reads a tenant's whole
+history) and a partition count fixed at creation: changing it later moves
+tenants between partitions and breaks their order and checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
+
+from streams.settings import Settings
+
+UNLIMITED = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
+
+
+class TopicError(RuntimeError):
+    """A topic is missing or not what the workers need; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: str
+    partitions: list[PartitionInfo]
+    retention_ms: str
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+
+def admin_client(settings: Settings) -> AdminClient:
+    return AdminClient(settings.kafka_client_config())
+
+
+def create_topics(settings: Settings, partitions: int | None = None) -> dict[str, str]:
+    """Create the events topic and its DLQ if missing. Returns name -> outcome."""
+    count = partitions or settings.partitions
+    admin = admin_client(settings)
+    wanted = [
+        NewTopic(settings.topic, count, settings.replication_factor, config=UNLIMITED),
+        NewTopic(settings.dlq_topic, 1, settings.replication_factor, config=UNLIMITED),
+    ]
+    outcome: dict[str, str] = {}
+    for name, future in admin.create_topics(wanted, request_timeout=30).items():
+        try:
+            future.result()
+            outcome[name] = "created"
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.name() == "TOPIC_ALREADY_EXISTS":
+                outcome[name] = "exists"
+            else:
+                raise TopicError(f"could not create topic {name!r}: {error.str()}") from None
+    return outcome
+
+
+def describe_topic(settings: Settings, name: str | None = None) -> TopicInfo:
+    topic = name or settings.topic
+    admin = admin_client(settings)
+    future = admin.describe_topics(TopicCollection([topic]), request_timeout=30)[topic]
+    try:
+        description: Any = future.result()
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.name() in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):
+            raise TopicError(
+                f"topic {topic!r} does not exist on {settings.kafka_bootstrap}; "
+                "create it with `redstring topics create` (topics are never auto-created)"
+            ) from None
+        raise TopicError(f"could not describe topic {topic!r}: {error.str()}") from None
+    consumer = Consumer({**settings.kafka_client_config(), "group.id": "redstring-describe"})
+    try:
+        parts = []
+        for p in sorted(description.partitions, key=lambda p: p.id):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p.id), timeout=10)
+            parts.append(PartitionInfo(p.id, low, high))
+    finally:
+        consumer.close()
+    configs = admin.describe_configs([_resource(topic)])
+    retention = "unknown"
+    for res_future in configs.values():
+        entries = res_future.result()
+        if "retention.ms" in entries:
+            retention = entries["retention.ms"].value
+    return TopicInfo(topic, str(description.topic_id), parts, retention)
+
+
+def _resource(topic: str) -> Any:
+    return ConfigResource("TOPIC", topic)
+
+
+def check_topics(settings: Settings) -> TopicInfo:
+    """What a worker checks at start: both topics exist. Never creates them."""
+    info = describe_topic(settings)
+    describe_topic(settings, settings.dlq_topic)
+    return info

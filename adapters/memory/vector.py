@@ -1,0 +1,410 @@
+"""The in-memory vector store: the reference every vector adapter is held to.
+
+Search is exact: cosine similarity over every visible record of the tenant,
+filtered by tenant and ``entity_type`` before ranking (never top-k then drop).
+A zero vector has no direction, so its cosine with anything is defined as 0.0,
+whichever side it is on; pgvector answers NaN there, and its adapter must map
+that to 0.0 too (the compliance suite pins it).
+
+Visibility follows this store's own alias facts: an id with an alias is hidden
+from ``search`` and still returned by ``get``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, cast
+
+from adapters.isolation import Partition, erasure_sweep, tenant_scope
+from adapters.memory.ledger import LedgerState, LedgerView
+from contracts.domain import (
+    ENTITY_TYPE_KEY,
+    EmbeddingIdentity,
+    ErasureSweep,
+    ErasureTombstone,
+    RebuildMarker,
+    StreamPartition,
+    VectorMatch,
+    VectorRecord,
+)
+from contracts.errors import AliasCycleError, DimensionMismatchError
+from contracts.ids import EntityId, EventId, TenantId, check_id_text
+from contracts.ports.vector import VectorUnitOfWork
+
+__all__ = ["InMemoryVectorStore", "VectorState"]
+
+
+@dataclass
+class VectorState:
+    records: dict[tuple[TenantId, EntityId], VectorRecord] = field(default_factory=dict)
+    #: (tenant, absorbed id) -> the id it was merged into.
+    aliases: dict[tuple[TenantId, EntityId], EntityId] = field(default_factory=dict)
+    ledger: LedgerState = field(default_factory=LedgerState)
+
+    def copy(self) -> VectorState:
+        # Stored records are frozen and never mutated in place (an upsert
+        # replaces the whole record), so a shallow copy of each map isolates a
+        # transaction's snapshot.
+        return VectorState(
+            records=dict(self.records),
+            aliases=dict(self.aliases),
+            ledger=self.ledger.copy(),
+        )
+
+
+def _fresh(record: VectorRecord) -> VectorRecord:
+    return VectorRecord(
+        tenant_id=record.tenant_id,
+        id=record.id,
+        vector=tuple(float(x) for x in record.vector),
+        metadata=copy.deepcopy(record.metadata),
+    )
+
+
+def _norm(vector: Sequence[float]) -> float:
+    return math.sqrt(math.fsum(x * x for x in vector))
+
+
+def _cosine(query: Sequence[float], query_norm: float, vector: Sequence[float]) -> float:
+    norm = _norm(vector)
+    if query_norm == 0.0 or norm == 0.0:
+        return 0.0
+    return math.fsum(a * b for a, b in zip(query, vector, strict=True)) / (query_norm * norm)
+
+
+def _has_type(record: VectorRecord, entity_type: str) -> bool:
+    # Stored metadata is arbitrary JSON: the value may be a list or a dict, which
+    # cannot be hashed, or a bool or number. Only an equal string matches.
+    value = record.metadata.get(ENTITY_TYPE_KEY)
+    return isinstance(value, str) and value == entity_type
+
+
+class _Retired:
+    """Stands in for the state of a unit of work that has ended, so that a view
+    kept past its ``async with`` fails loudly instead of writing, unlocked, into
+    committed state (or into a discarded copy, silently)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this unit of work has ended; open a new one to read or write")
+
+
+_RETIRED = _Retired()
+
+
+class VectorView(LedgerView):
+    """``VectorStore`` + ``ProjectionLedger`` over one ``VectorState``: the
+    committed state for reads, or a unit of work's private copy."""
+
+    def __init__(self, state: VectorState, identity: EmbeddingIdentity) -> None:
+        super().__init__(state.ledger)
+        self._state = state
+        self._identity = identity
+
+    def _retire(self) -> None:
+        self._state = cast(VectorState, _RETIRED)
+        self._ledger = cast(LedgerState, _RETIRED)
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        return self._identity
+
+    @property
+    def dimension(self) -> int:
+        return self._identity.dimension
+
+    def _check_dimension(self, vector: Sequence[float], where: str) -> None:
+        if len(vector) != self.dimension:
+            raise DimensionMismatchError(self.dimension, len(vector), where)
+
+    # -- writes ------------------------------------------------------------
+
+    async def upsert(self, tenant_id: TenantId, record: VectorRecord) -> None:
+        await self.upsert_many(tenant_id, [record])
+
+    async def upsert_many(self, tenant_id: TenantId, records: Sequence[VectorRecord]) -> None:
+        where = "memory.vector.upsert"
+        with tenant_scope(tenant_id):
+            partition = Partition.current(where=where)
+            # Everything is checked before anything is written: one bad record
+            # leaves the store as it was.
+            checked = partition.only(records, tenant_of=lambda r: r.tenant_id)
+            for record in checked:
+                self._check_dimension(record.vector, f"{where} {record.id!r}")
+            for record in checked:
+                self._state.records[(partition.tenant, record.id)] = _fresh(record)
+
+    async def hide_merged(
+        self, tenant_id: TenantId, alias_id: EntityId, canonical_id: EntityId
+    ) -> None:
+        check_id_text(alias_id, "alias id")
+        check_id_text(canonical_id, "canonical id")
+        if alias_id == canonical_id:
+            raise ValueError(f"alias {alias_id!r} would point at itself")
+        with tenant_scope(tenant_id):
+            partition = Partition.current(where="memory.vector.hide_merged")
+            self._state.aliases[(partition.tenant, alias_id)] = canonical_id
+
+    async def unhide(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
+        with tenant_scope(tenant_id):
+            partition = Partition.current(where="memory.vector.unhide")
+            return self._state.aliases.pop((partition.tenant, alias_id), None) is not None
+
+    async def delete_by_tenant(self, tenant_id: TenantId) -> ErasureSweep:
+        with tenant_scope(tenant_id):
+            tenant = Partition.current(where="memory.vector.delete_by_tenant").tenant
+            for key in [k for k in self._state.records if k[0] == tenant]:
+                del self._state.records[key]
+            for key in [k for k in self._state.aliases if k[0] == tenant]:
+                del self._state.aliases[key]
+            return erasure_sweep(
+                tenant,
+                {
+                    "vectors": sum(1 for t, _ in self._state.records if t == tenant),
+                    "aliases": sum(1 for t, _ in self._state.aliases if t == tenant),
+                },
+            )
+
+    # -- reads -------------------------------------------------------------
+
+    async def get(self, tenant_id: TenantId, entity_id: EntityId) -> VectorRecord | None:
+        with tenant_scope(tenant_id):
+            partition = Partition.current(where="memory.vector.get")
+            found = self._state.records.get((partition.tenant, entity_id))
+            checked = partition.one(found, tenant_of=lambda r: r.tenant_id)
+            return None if checked is None else _fresh(checked)
+
+    async def search(
+        self,
+        tenant_id: TenantId,
+        vector: Sequence[float],
+        k: int,
+        entity_type: str | None = None,
+    ) -> list[VectorMatch]:
+        where = "memory.vector.search"
+        with tenant_scope(tenant_id):
+            partition = Partition.current(where=where)
+            self._check_dimension(vector, where)
+            if not all(isinstance(x, int | float) and math.isfinite(x) for x in vector):
+                raise ValueError(f"{where}: the query vector has a non-finite component")
+            if k <= 0:
+                return []
+            tenant = partition.tenant
+            candidates = [
+                record
+                for (owner, entity), record in self._state.records.items()
+                if owner == tenant
+                and (tenant, entity) not in self._state.aliases
+                and (entity_type is None or _has_type(record, entity_type))
+            ]
+            query_norm = _norm(vector)
+            scored = sorted(
+                ((_cosine(vector, query_norm, r.vector), r) for r in candidates),
+                key=lambda pair: (-pair[0], pair[1].id),
+            )[:k]
+            checked = partition.only(scored, tenant_of=lambda pair: pair[1].tenant_id)
+            return [VectorMatch(record=_fresh(r), score=score) for score, r in checked]
+
+    async def resolve_entity_ids(
+        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
+    ) -> dict[EntityId, EntityId]:
+        with tenant_scope(tenant_id):
+            tenant = Partition.current(where="memory.vector.resolve_entity_ids").tenant
+            aliases = self._state.aliases
+            # A walk longer than every alias of the tenant has revisited an id;
+            # the + 1 lets the longest legal chain (every alias in one line) end.
+            limit = sum(1 for t, _ in aliases if t == tenant) + 1
+            resolved: dict[EntityId, EntityId] = {}
+            for start in entity_ids:
+                current = start
+                for _ in range(limit):
+                    parent = aliases.get((tenant, current))
+                    if parent is None:
+                        break
+                    current = parent
+                else:
+                    raise AliasCycleError(tenant, start)
+                resolved[start] = current
+            return resolved
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Nothing to release: the unit of work that made this view owns it."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class InMemoryVectorStore:
+    """``ProjectedVectorStore`` in memory.
+
+    Direct reads see committed state; each direct write is a unit of work of
+    one call. ``unit_of_work`` serialises transactions on one lock, which stands
+    in for a real store's lock on the partition's checkpoint row.
+    """
+
+    def __init__(self, identity: EmbeddingIdentity) -> None:
+        self._identity = identity
+        self._state = VectorState()
+        self._lock = asyncio.Lock()
+        self._holder: asyncio.Task[Any] | None = None
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        return self._identity
+
+    @property
+    def dimension(self) -> int:
+        return self._identity.dimension
+
+    def _committed(self) -> VectorView:
+        return VectorView(self._state, self._identity)
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[VectorView]:
+        task = asyncio.current_task()
+        if task is not None and task is self._holder:
+            # asyncio.Lock is not re-entrant: waiting here would hang forever.
+            raise RuntimeError(
+                "a direct write or a nested unit of work inside this store's own unit "
+                "of work would deadlock; write through the unit of work instead"
+            )
+        async with self._lock:
+            self._holder = task
+            view = VectorView(self._state.copy(), self._identity)
+            try:
+                yield view
+                self._state = view._state
+            finally:
+                view._retire()
+                self._holder = None
+
+    def unit_of_work(
+        self, partition: StreamPartition
+    ) -> AbstractAsyncContextManager[VectorUnitOfWork]:
+        del partition  # one lock covers every partition of an in-memory store
+        return self._transaction()
+
+    # -- VectorStore: reads on committed state, writes as one-call units of work
+
+    async def get(self, tenant_id: TenantId, entity_id: EntityId) -> VectorRecord | None:
+        return await self._committed().get(tenant_id, entity_id)
+
+    async def search(
+        self,
+        tenant_id: TenantId,
+        vector: Sequence[float],
+        k: int,
+        entity_type: str | None = None,
+    ) -> list[VectorMatch]:
+        return await self._committed().search(tenant_id, vector, k, entity_type)
+
+    async def resolve_entity_ids(
+        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
+    ) -> dict[EntityId, EntityId]:
+        return await self._committed().resolve_entity_ids(tenant_id, entity_ids)
+
+    async def upsert(self, tenant_id: TenantId, record: VectorRecord) -> None:
+        async with self._transaction() as view:
+            await view.upsert(tenant_id, record)
+
+    async def upsert_many(self, tenant_id: TenantId, records: Sequence[VectorRecord]) -> None:
+        async with self._transaction() as view:
+            await view.upsert_many(tenant_id, records)
+
+    async def hide_merged(
+        self, tenant_id: TenantId, alias_id: EntityId, canonical_id: EntityId
+    ) -> None:
+        async with self._transaction() as view:
+            await view.hide_merged(tenant_id, alias_id, canonical_id)
+
+    async def unhide(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
+        async with self._transaction() as view:
+            return await view.unhide(tenant_id, alias_id)
+
+    async def delete_by_tenant(self, tenant_id: TenantId) -> ErasureSweep:
+        async with self._transaction() as view:
+            return await view.delete_by_tenant(tenant_id)
+
+    # -- ProjectionLedger: the same split ------------------------------------
+
+    async def checkpoint(self, partition: StreamPartition) -> int:
+        return await self._committed().checkpoint(partition)
+
+    async def checkpoints(self) -> dict[tuple[str, int], int]:
+        return await self._committed().checkpoints()
+
+    async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
+        return await self._committed().rebuild_markers(partition)
+
+    async def is_rebuilding(self, tenant_id: TenantId) -> bool:
+        return await self._committed().is_rebuilding(tenant_id)
+
+    async def erasure_tombstone(self, tenant_id: TenantId) -> ErasureTombstone | None:
+        return await self._committed().erasure_tombstone(tenant_id)
+
+    async def applied_event_ids(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> set[EventId]:
+        return await self._committed().applied_event_ids(tenant_id, event_ids)
+
+    async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
+        async with self._transaction() as view:
+            await view.advance_checkpoint(partition, offset)
+
+    async def put_rebuild_marker(self, marker: RebuildMarker) -> None:
+        async with self._transaction() as view:
+            await view.put_rebuild_marker(marker)
+
+    async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
+        async with self._transaction() as view:
+            return await view.close_rebuild_marker(tenant_id, partition)
+
+    async def put_erasure_tombstone(self, tombstone: ErasureTombstone) -> None:
+        async with self._transaction() as view:
+            await view.put_erasure_tombstone(tombstone)
+
+    async def record_applied_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime
+    ) -> None:
+        async with self._transaction() as view:
+            await view.record_applied_events(tenant_id, event_ids, applied_at)
+
+    async def forget_applied_events(self, tenant_id: TenantId) -> None:
+        async with self._transaction() as view:
+            await view.forget_applied_events(tenant_id)
+
+    async def expire_applied_events(self, older_than: datetime) -> int:
+        async with self._transaction() as view:
+            return await view.expire_applied_events(older_than)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Nothing to release; the data lives as long as the object."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -12,6 +12,8 @@ from pathlib import Path
 from devstack.errors import DevstackError
 from devstack.versions import JAVA_MAJOR_VERSIONS
 
+JVM_DIR = Path("/usr/lib/jvm")  # where Debian's (and Temurin's) packages install JDKs
+
 
 @dataclass(frozen=True)
 class Jdk:
@@ -60,9 +62,8 @@ def _candidates() -> list[Path]:
     on_path = shutil.which("java")
     if on_path:
         homes.append(Path(os.path.realpath(on_path)).parent.parent)
-    jvm = Path("/usr/lib/jvm")
-    if jvm.is_dir():
-        homes.extend(sorted(p for p in jvm.iterdir() if p.is_dir() and not p.is_symlink()))
+    if JVM_DIR.is_dir():
+        homes.extend(sorted(p for p in JVM_DIR.iterdir() if p.is_dir() and not p.is_symlink()))
     seen: set[Path] = set()
     unique = []
     for home in homes:

@@ -27,7 +27,7 @@ MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.
 # --- Docker images (docker-compose.yml; kept in step by tests) ---------------
 KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
 NEO4J_IMAGE = "neo4j:5.26-community"
-PGVECTOR_IMAGE = "pgvector/pgvector:pg17"
+PGVECTOR_IMAGE = "pgvector/pgvector:pg18"  # Postgres 18, as the wheel
 
 # --- Ports on 127.0.0.1 ------------------------------------------------------
 # Not the servers' defaults, so the stack does not collide with a Kafka, Neo4j

@@ -32,9 +32,7 @@ _EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 Record = tuple[int, str | None, Event | None]
 Ent = tuple[str, str, str] | tuple[str, str, str, dict[str, Any]]
 Rel = (
-    tuple[str, str, str]
-    | tuple[str, str, str, float]
-    | tuple[str, str, str, float, dict[str, Any]]
+    tuple[str, str, str] | tuple[str, str, str, float] | tuple[str, str, str, float, dict[str, Any]]
 )
 
 
@@ -245,7 +243,9 @@ def dropping_merge() -> Scenario:
     log = LogBuilder("dropping-merge")
     _people(log)
     log.extract(
-        T1, "doc-2", [("alicia", "Alicia Smith", "Person"), ("zed", "Zed", "Person")],
+        T1,
+        "doc-2",
+        [("alicia", "Alicia Smith", "Person"), ("zed", "Zed", "Person")],
         [("alicia", "zed", "LIKES", 0.4)],
     )
     # The write model dropped alice's MANAGES edge and the duplicate WORKS_AT.
@@ -306,8 +306,12 @@ def two_tenants() -> Scenario:
     log.merge(T1, "alice", ["alicia"])
     log.extract(T2, "doc-2", [("bob", "Robert Jones", "Person", {"nick": "bob"})])
     log.merge(T2, "bob", ["alicia"])
-    log.extract(T1, "doc-2", [("alicia", "Alicia", "Person"), ("bob", "Bob", "Person")],
-                [("bob", "alicia", "KNOWS", 0.3)])
+    log.extract(
+        T1,
+        "doc-2",
+        [("alicia", "Alicia", "Person"), ("bob", "Bob", "Person")],
+        [("bob", "alicia", "KNOWS", 0.3)],
+    )
     log.unmerge(T2, "bob", ["alicia"], restore=[("bob", "alicia", "KNOWS", 0.7)])
     return log.build()
 
@@ -317,20 +321,29 @@ def three_deep_chain() -> Scenario:
     log.extract(
         T1,
         "doc-1",
-        [("a", "A", "Person"), ("b", "B", "Person"), ("c", "C", "Person"),
-         ("d", "D", "Person"), ("x", "X", "Org")],
-        [("d", "x", "WORKS_AT", 0.4), ("c", "x", "WORKS_AT", 0.5), ("b", "x", "WORKS_AT", 0.6),
-         ("x", "d", "EMPLOYS", 0.4)],
+        [
+            ("a", "A", "Person"),
+            ("b", "B", "Person"),
+            ("c", "C", "Person"),
+            ("d", "D", "Person"),
+            ("x", "X", "Org"),
+        ],
+        [
+            ("d", "x", "WORKS_AT", 0.4),
+            ("c", "x", "WORKS_AT", 0.5),
+            ("b", "x", "WORKS_AT", 0.6),
+            ("x", "d", "EMPLOYS", 0.4),
+        ],
     )
     log.merge(T1, "a", ["b"])
     log.merge(T1, "b", ["c"])  # into an alias: c -> b -> a
     log.merge(T1, "c", ["d"])  # into an alias again: d -> c -> b -> a
-    log.extract(T1, "doc-2", [("d", "D.", "Person"), ("x", "X", "Org")],
-                [("d", "x", "FOUNDED", 0.9)])
+    log.extract(
+        T1, "doc-2", [("d", "D.", "Person"), ("x", "X", "Org")], [("d", "x", "FOUNDED", 0.9)]
+    )
     # Undo the middle of the chain: c stands alone, d still follows c.
     log.unmerge(T1, "b", ["c"], restore=[("c", "x", "WORKS_AT", 0.5)])
-    log.extract(T1, "doc-3", [("d", "D", "Person"), ("x", "X", "Org")],
-                [("x", "d", "PAYS", 0.2)])
+    log.extract(T1, "doc-3", [("d", "D", "Person"), ("x", "X", "Org")], [("x", "d", "PAYS", 0.2)])
     return log.build()
 
 
@@ -348,27 +361,43 @@ def re_extraction_keeps_merge() -> Scenario:
     """ADR 0002: a later extraction writing the pre-merge endpoints again must
     not revert the merge."""
     log = LogBuilder("re-extraction-keeps-merge")
-    ents = [("e0", "Ada Lovelace", "Person"), ("e1", "A. Lovelace", "Person"),
-            ("e2", "Analytical Engine", "Thing")]
+    ents = [
+        ("e0", "Ada Lovelace", "Person"),
+        ("e1", "A. Lovelace", "Person"),
+        ("e2", "Analytical Engine", "Thing"),
+    ]
     log.extract(T1, "doc-1", ents, [("e1", "e2", "DESIGNED", 0.7)], model="m1")
     log.merge(T1, "e0", ["e1"])
-    log.extract(T1, "doc-1", [*ents[:1], ("e1", "A. Lovelace", "Person", {"born": 1815}), ents[2]],
-                [("e1", "e2", "DESIGNED", 0.8), ("e2", "e1", "DESIGNED_BY", 0.8)], model="m2")
+    log.extract(
+        T1,
+        "doc-1",
+        [*ents[:1], ("e1", "A. Lovelace", "Person", {"born": 1815}), ents[2]],
+        [("e1", "e2", "DESIGNED", 0.8), ("e2", "e1", "DESIGNED_BY", 0.8)],
+        model="m2",
+    )
     return log.build()
 
 
 def replay_during_live_traffic() -> Scenario:
     log = LogBuilder("replay-live")
     _people(log, T1)
-    log.extract(T2, "doc-9", [("g1", "Gus", "Person"), ("g2", "Gail", "Person")],
-                [("g1", "g2", "KNOWS", 0.5)])
+    log.extract(
+        T2,
+        "doc-9",
+        [("g1", "Gus", "Person"), ("g2", "Gail", "Person")],
+        [("g1", "g2", "KNOWS", 0.5)],
+    )
     log.merge(T1, "alice", ["alicia"])
     log.gap(2)
     log.extract(T1, "doc-2", [("bob", "Bob", "Person", {"age": 40})])
     log.replay(T1)
     log.extract(T2, "doc-10", [("g1", "Gus", "Person", {"x": 1})])
-    log.extract(T1, "doc-3", [("carol", "Carol", "Person"), ("alicia", "Alicia", "Person")],
-                [("carol", "alicia", "KNOWS", 0.6)])
+    log.extract(
+        T1,
+        "doc-3",
+        [("carol", "Carol", "Person"), ("alicia", "Alicia", "Person")],
+        [("carol", "alicia", "KNOWS", 0.6)],
+    )
     log.merge(T2, "g1", ["g2"])
     log.unmerge(T1, "alice", ["alicia"])
     log.replay(T1)  # a second replay re-applies the first one's window and more
@@ -382,8 +411,12 @@ def erasure_then_later_events() -> Scenario:
     _people(log, T2)
     log.merge(T1, "alice", ["alicia"])
     log.erase(T1)
-    log.extract(T1, "doc-5", [("alice", "Alice New", "Person"), ("dan", "Dan", "Person")],
-                [("alice", "dan", "KNOWS", 0.5)])
+    log.extract(
+        T1,
+        "doc-5",
+        [("alice", "Alice New", "Person"), ("dan", "Dan", "Person")],
+        [("alice", "dan", "KNOWS", 0.5)],
+    )
     log.replay(T1)  # must not bring back anything from before the erasure
     log.extract(T1, "doc-6", [("alicia", "Alicia", "Person")])
     log.merge(T1, "alice", ["alicia"])
@@ -398,8 +431,12 @@ def cycle_merge_refused() -> Scenario:
     log.merge(T1, "bob", ["alice"])  # chain alicia -> alice -> bob
     log.merge(T1, "alicia", ["bob"], mark="refused")  # three-cycle
     log.merge(T1, "acme", ["bob"])  # fine: alicia -> alice -> bob -> acme
-    log.extract(T1, "doc-2", [("alicia", "Alicia", "Person"), ("zoe", "Zoe", "Person")],
-                [("zoe", "alicia", "KNOWS")])
+    log.extract(
+        T1,
+        "doc-2",
+        [("alicia", "Alicia", "Person"), ("zoe", "Zoe", "Person")],
+        [("zoe", "alicia", "KNOWS")],
+    )
     return log.build()
 
 
@@ -416,10 +453,18 @@ def poison_record() -> Scenario:
 
 def redelivered_event_id() -> Scenario:
     log = LogBuilder("redelivered")
-    first = log.extract(T1, "doc-1", [("alice", "Alice", "Person", {"status": "old"}),
-                                      ("bob", "Bob", "Person")], [("alice", "bob", "KNOWS", 0.2)])
-    log.extract(T1, "doc-2", [("alice", "Alice", "Person", {"status": "new"}),
-                              ("bob", "Bob", "Person")], [("alice", "bob", "KNOWS", 0.9)])
+    first = log.extract(
+        T1,
+        "doc-1",
+        [("alice", "Alice", "Person", {"status": "old"}), ("bob", "Bob", "Person")],
+        [("alice", "bob", "KNOWS", 0.2)],
+    )
+    log.extract(
+        T1,
+        "doc-2",
+        [("alice", "Alice", "Person", {"status": "new"}), ("bob", "Bob", "Person")],
+        [("alice", "bob", "KNOWS", 0.9)],
+    )
     merge_ev = log.merge(T1, "alice", ["bob"])
     log.redeliver(first)  # producer retry: would set status back to "old"
     log.unmerge(T1, "alice", ["bob"])

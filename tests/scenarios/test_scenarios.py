@@ -103,9 +103,7 @@ async def test_self_loop_re_extraction_counts_collapsed_not_failed() -> None:
         x for r in before["relationships"] for x in (r["source"], r["target"])
     }
     after = Oracle().feed_all(scenario.records).state("acme")
-    assert all(
-        {r["source"], r["target"]} != {"alice", "alicia"} for r in after["relationships"]
-    )
+    assert all({r["source"], r["target"]} != {"alice", "alicia"} for r in after["relationships"])
     assert all(not d.graph.failed and not d.vector.failed for d in run.delivered)
 
 

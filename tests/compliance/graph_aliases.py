@@ -1,0 +1,167 @@
+"""The alias tier (seed ADR 0002): keyed by the absorbed id, direct and
+ordered ``find_aliases``, total and transitive resolution, and corrupt cycles
+that raise instead of hanging."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.errors import AliasCycleError
+from contracts.ports.graph import ProjectedGraphStore
+from tests.compliance.graph_support import HANG_TIMEOUT, alias, eid, ent, fresh_tenant, rel
+
+
+class AliasTier:
+    async def test_an_id_never_merged_resolves_to_itself_known_or_not(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t = fresh_tenant()
+        await store.upsert_entity(t, ent(t, "known"))
+        resolved = await store.resolve_entity_ids(t, [eid("known"), eid("never-seen")])
+        assert resolved == {"known": "known", "never-seen": "never-seen"}
+        assert await store.resolve_entity_ids(t, []) == {}
+
+    async def test_resolution_follows_a_chain_to_the_end(self, store: ProjectedGraphStore) -> None:
+        # Three deep: at two hops "follow one hop" and "follow to the end" agree.
+        # With no other alias in the tenant this is also the longest legal chain,
+        # so a bound of len(aliases) without the +1 fails here.
+        t = fresh_tenant()
+        for absorbed, canonical in [("d", "c"), ("c", "b"), ("b", "a")]:
+            await store.upsert_alias(t, alias(t, absorbed, canonical))
+        resolved = await store.resolve_entity_ids(t, [eid(i) for i in "dcba"])
+        assert resolved == {"d": "a", "c": "a", "b": "a", "a": "a"}
+
+    async def test_resolution_is_batched_and_keeps_every_id_asked(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t = fresh_tenant()
+        await store.upsert_alias(t, alias(t, "b", "a"))
+        resolved = await store.resolve_entity_ids(t, [eid("b"), eid("x"), eid("b"), eid("a")])
+        assert resolved == {"b": "a", "x": "x", "a": "a"}
+
+    async def test_neither_endpoint_of_an_alias_needs_to_exist(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t = fresh_tenant()
+        await store.upsert_alias(t, alias(t, "ghost", "phantom", "merged early"))
+        assert await store.resolve_entity_ids(t, [eid("ghost")]) == {"ghost": "phantom"}
+        assert await store.find_aliases(t, eid("phantom")) == [
+            alias(t, "ghost", "phantom", "merged early")
+        ]
+        assert await store.find_entities(t) == []
+
+    async def test_an_alias_is_keyed_by_the_absorbed_entity(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t = fresh_tenant()
+        await store.upsert_alias(t, alias(t, "b", "first", "one"))
+        await store.upsert_alias(t, alias(t, "b", "second", "two"))
+        assert await store.resolve_entity_ids(t, [eid("b")]) == {"b": "second"}
+        # Keyed on the canonical instead, both rows would survive and resolution
+        # alone could not tell.
+        assert await store.find_aliases(t, eid("first")) == []
+        assert await store.find_aliases(t, eid("second")) == [alias(t, "b", "second", "two")]
+
+    async def test_upserting_an_alias_again_is_idempotent(self, store: ProjectedGraphStore) -> None:
+        t = fresh_tenant()
+        for _ in range(2):
+            await store.upsert_alias(t, alias(t, "b", "a", "same"))
+        assert await store.find_aliases(t, eid("a")) == [alias(t, "b", "a", "same")]
+
+    async def test_removing_an_alias_restores_the_identity(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t = fresh_tenant()
+        await store.upsert_alias(t, alias(t, "b", "a"))
+        assert await store.remove_alias(t, eid("b")) is True
+        assert await store.remove_alias(t, eid("b")) is False
+        assert await store.resolve_entity_ids(t, [eid("b")]) == {"b": "b"}
+        assert await store.find_aliases(t, eid("a")) == []
+        assert await store.remove_alias(t, eid("never")) is False
+
+    async def test_find_aliases_is_direct_and_ordered(self, store: ProjectedGraphStore) -> None:
+        t = fresh_tenant()
+        # The higher id goes in first, so insertion order is not id order.
+        await store.upsert_alias(t, alias(t, "c", "a", "second"))
+        await store.upsert_alias(t, alias(t, "b", "a", "first"))
+        await store.upsert_alias(t, alias(t, "a", "z", "later"))
+        await store.upsert_alias(t, alias(t, "x", "y"))
+        assert await store.find_aliases(t, eid("a")) == [
+            alias(t, "b", "a", "first"),
+            alias(t, "c", "a", "second"),
+        ]
+        assert await store.find_aliases(t, eid("z")) == [alias(t, "a", "z", "later")]
+        assert await store.find_aliases(t, eid("b")) == []
+
+    @pytest.mark.timeout(HANG_TIMEOUT)
+    async def test_a_two_cycle_raises_rather_than_hanging(self, store: ProjectedGraphStore) -> None:
+        t = fresh_tenant()
+        # No legal merge closes a cycle; writing the aliases directly is how a
+        # corrupt store looks to the adapter.
+        await store.upsert_alias(t, alias(t, "a", "b"))
+        await store.upsert_alias(t, alias(t, "b", "a"))
+        with pytest.raises(AliasCycleError) as raised:
+            await store.resolve_entity_ids(t, [eid("a")])
+        assert (raised.value.tenant_id, raised.value.entity_id) == (t, "a")
+
+    @pytest.mark.timeout(HANG_TIMEOUT)
+    async def test_a_three_cycle_raises_too(self, store: ProjectedGraphStore) -> None:
+        # Checking that a hop does not lead straight back to the id it came from
+        # catches every two-cycle and misses this one.
+        t = fresh_tenant()
+        for absorbed, canonical in [("a", "b"), ("b", "c"), ("c", "a")]:
+            await store.upsert_alias(t, alias(t, absorbed, canonical))
+        for start in "abc":
+            with pytest.raises(AliasCycleError):
+                await store.resolve_entity_ids(t, [eid(start)])
+
+    @pytest.mark.timeout(HANG_TIMEOUT)
+    async def test_an_id_leading_into_a_cycle_raises(self, store: ProjectedGraphStore) -> None:
+        # Comparing each hop with the starting id catches both cycles above,
+        # entered from a member, and never ends on a walk that starts outside.
+        t = fresh_tenant()
+        for absorbed, canonical in [("tail", "a"), ("a", "b"), ("b", "c"), ("c", "b")]:
+            await store.upsert_alias(t, alias(t, absorbed, canonical))
+        with pytest.raises(AliasCycleError) as raised:
+            await store.resolve_entity_ids(t, [eid("free"), eid("tail")])
+        assert raised.value.tenant_id == t
+        # An id off the cycle still resolves on its own.
+        assert await store.resolve_entity_ids(t, [eid("free")]) == {"free": "free"}
+
+
+class PurgeTier:
+    async def test_delete_by_tenant_takes_everything_and_sweeps_clean(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t = fresh_tenant()
+        await store.upsert_entities(t, [ent(t, "a"), ent(t, "b")])
+        await store.upsert_relationships(t, [rel(t, "a", "b")])
+        await store.upsert_alias(t, alias(t, "c", "a"))
+        sweep = await store.delete_by_tenant(t)
+        assert sweep.tenant_id == t
+        assert dict(sweep.remaining) == {"entities": 0, "relationships": 0, "aliases": 0}
+        assert sweep.complete
+        assert await store.find_entities(t) == []
+        assert await store.get_relationships(t) == []
+
+    async def test_deleting_a_tenant_takes_its_aliases(self, store: ProjectedGraphStore) -> None:
+        # Surviving aliases would have a replay merge over rows it never created.
+        t = fresh_tenant()
+        await store.upsert_alias(t, alias(t, "b", "a"))
+        await store.delete_by_tenant(t)
+        assert await store.find_aliases(t, eid("a")) == []
+        assert await store.resolve_entity_ids(t, [eid("b")]) == {"b": "b"}
+        assert await store.remove_alias(t, eid("b")) is False
+
+    async def test_deleting_an_empty_tenant_is_a_complete_sweep(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        sweep = await store.delete_by_tenant(fresh_tenant())
+        assert sweep.complete
+
+    async def test_a_deleted_tenant_can_be_written_again(self, store: ProjectedGraphStore) -> None:
+        t = fresh_tenant()
+        await store.upsert_entity(t, ent(t, "a", x=1))
+        await store.delete_by_tenant(t)
+        await store.upsert_entity(t, ent(t, "a", y=2))
+        assert await store.get_entity(t, eid("a")) == ent(t, "a", y=2)

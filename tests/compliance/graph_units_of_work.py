@@ -1,0 +1,147 @@
+"""Units of work over graph writes: a batch's effects and its checkpoint
+commit together or not at all, and reads inside see the batch's own writes.
+
+Checkpoint fencing and interleaving belong to the ledger suite
+(tests/compliance/ledger.py); this tier covers every kind of graph write.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from contracts.domain import Entity, StreamPartition
+from contracts.errors import MissingEntityError, TenantIsolationError
+from contracts.ids import TenantId
+from contracts.ports.graph import ProjectedGraphStore
+from contracts.ports.ledger import NO_CHECKPOINT
+from tests.compliance.graph_support import alias, eid, ent, fresh_tenant, key, rel
+
+
+class Boom(Exception):
+    """Raised inside a unit of work to make it roll back."""
+
+
+def fresh_partition() -> StreamPartition:
+    return StreamPartition(f"graph-events-{uuid.uuid4().hex[:8]}", 0, uuid.uuid4().hex)
+
+
+async def _before(store: ProjectedGraphStore) -> TenantId:
+    """A tenant holding one of everything, for a unit of work to change."""
+    t = fresh_tenant()
+    await store.upsert_entities(t, [ent(t, "a", v=1), ent(t, "b")])
+    await store.upsert_relationships(t, [rel(t, "a", "b")])
+    await store.upsert_alias(t, alias(t, "old", "a"))
+    return t
+
+
+async def _assert_untouched(store: ProjectedGraphStore, t: TenantId) -> None:
+    assert await store.find_entities(t) == [ent(t, "a", v=1), ent(t, "b")]
+    assert await store.get_relationships(t) == [rel(t, "a", "b")]
+    assert await store.find_aliases(t, eid("a")) == [alias(t, "old", "a")]
+    assert await store.resolve_entity_ids(t, [eid("new")]) == {"new": "new"}
+
+
+class UnitOfWorkTier:
+    async def test_a_unit_of_work_commits_graph_writes_with_the_checkpoint(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t, p = fresh_tenant(), fresh_partition()
+        async with store.unit_of_work(p) as uow:
+            await uow.upsert_entities(t, [ent(t, "a"), ent(t, "b")])
+            await uow.upsert_relationships(t, [rel(t, "a", "b")])
+            await uow.upsert_alias(t, alias(t, "c", "a"))
+            await uow.advance_checkpoint(p, 7)
+        assert await store.checkpoint(p) == 7
+        assert await store.get_relationships(t) == [rel(t, "a", "b")]
+        assert await store.resolve_entity_ids(t, [eid("c")]) == {"c": "a"}
+
+    async def test_reads_inside_a_unit_of_work_see_its_writes_and_outside_do_not(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t, p = fresh_tenant(), fresh_partition()
+        async with store.unit_of_work(p) as uow:
+            await uow.upsert_entities(t, [ent(t, "a"), ent(t, "b")])
+            # Both endpoints exist only inside the transaction so far.
+            await uow.upsert_relationships(t, [rel(t, "a", "b")])
+            await uow.upsert_alias(t, alias(t, "c", "a"))
+            await uow.advance_checkpoint(p, 3)
+            assert [e.id for e in await uow.find_entities(t)] == ["a", "b"]
+            assert await uow.neighbors(t, eid("a")) == [ent(t, "b")]
+            assert await uow.resolve_entity_ids(t, [eid("c")]) == {"c": "a"}
+            assert await uow.checkpoint(p) == 3
+            assert await store.find_entities(t) == []
+            assert await store.checkpoint(p) == NO_CHECKPOINT
+        assert [e.id for e in await store.find_entities(t)] == ["a", "b"]
+
+    async def test_an_exception_leaves_neither_graph_writes_nor_checkpoint(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t, p = await _before(store), fresh_partition()
+        await store.advance_checkpoint(p, 4)
+        with pytest.raises(Boom):
+            async with store.unit_of_work(p) as uow:
+                await uow.upsert_entities(t, [ent(t, "a", v=2), ent(t, "c")])
+                await uow.upsert_relationships(t, [rel(t, "b", "c")])
+                await uow.delete_relationships(t, [key("a", "b")])
+                await uow.upsert_alias(t, alias(t, "new", "a"))
+                await uow.remove_alias(t, eid("old"))
+                await uow.advance_checkpoint(p, 9)
+                raise Boom
+        await _assert_untouched(store, t)
+        assert await store.checkpoint(p) == 4
+
+    async def test_a_tenant_deleted_inside_a_failed_unit_of_work_is_still_there(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t, p = await _before(store), fresh_partition()
+        with pytest.raises(Boom):
+            async with store.unit_of_work(p) as uow:
+                assert (await uow.delete_by_tenant(t)).complete
+                assert await uow.find_entities(t) == []
+                await uow.advance_checkpoint(p, 1)
+                raise Boom
+        await _assert_untouched(store, t)
+        assert await store.checkpoint(p) == NO_CHECKPOINT
+
+    async def test_a_store_error_inside_rolls_back_the_earlier_writes(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t, p = await _before(store), fresh_partition()
+        with pytest.raises(MissingEntityError):
+            async with store.unit_of_work(p) as uow:
+                await uow.upsert_entity(t, ent(t, "c"))
+                await uow.advance_checkpoint(p, 2)
+                await uow.upsert_relationships(t, [rel(t, "c", "ghost")])
+        assert await store.get_entity(t, eid("c")) is None
+        assert await store.checkpoint(p) == NO_CHECKPOINT
+
+    async def test_a_unit_of_work_scopes_each_statement_to_its_tenant(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t1, t2, p = fresh_tenant(), fresh_tenant(), fresh_partition()
+        async with store.unit_of_work(p) as uow:
+            await uow.upsert_entity(t1, ent(t1, "a", owner="t1"))
+            await uow.upsert_entity(t2, ent(t2, "a", owner="t2"))
+            with pytest.raises(TenantIsolationError):
+                await uow.upsert_entity(t1, ent(t2, "b"))
+            assert await uow.get_entity(t1, eid("a")) == ent(t1, "a", owner="t1")
+            await uow.advance_checkpoint(p, 0)
+        assert await store.get_entity(t1, eid("a")) == ent(t1, "a", owner="t1")
+        assert await store.get_entity(t2, eid("a")) == ent(t2, "a", owner="t2")
+        assert await store.get_entity(t1, eid("b")) is None
+        assert await store.get_entity(t2, eid("b")) is None
+
+    async def test_units_of_work_follow_one_another(self, store: ProjectedGraphStore) -> None:
+        t, p = fresh_tenant(), fresh_partition()
+        for offset, name in enumerate(["first", "second", "third"]):
+            async with store.unit_of_work(p) as uow:
+                previous = await uow.get_entity(t, eid("a"))
+                assert (previous is None) == (offset == 0)
+                await uow.upsert_entity(t, Entity(t, eid("a"), name, "Person", {name: offset}))
+                await uow.advance_checkpoint(p, offset)
+        assert await store.get_entity(t, eid("a")) == ent(
+            t, "a", "third", first=0, second=1, third=2
+        )
+        assert await store.checkpoint(p) == 2

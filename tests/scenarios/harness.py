@@ -213,10 +213,16 @@ async def consume(
     max_batches: int | None = None,
     after_batch: Callable[[Delivered], Any] | None = None,
     before_apply: Callable[[list[LogRecord]], Any] | None = None,
+    learn_from_folds: bool = False,
 ) -> bool:
     """The agent's loop. Returns True when the stores need nothing more of the
     log, False when ``max_batches`` ran out first. ``position`` is where the
-    consumer starts reading (a Kafka committed offset, possibly ahead)."""
+    consumer starts reading (a Kafka committed offset, possibly ahead).
+
+    The agent seeks back when it reads past what the stores need. With
+    ``learn_from_folds`` its first batch goes to the folds unchecked, as when
+    Faust's recovery re-seeked after the assignment callbacks: the folds must
+    refuse a batch read past their next needed offset and say where to read."""
     consumer = Consumer(run.log)
     if position is None:
         position = await worker.needed()
@@ -224,12 +230,20 @@ async def consume(
     batches = 0
     while True:
         needed = await worker.needed()
-        if position > needed:
+        unchecked = learn_from_folds and batches == 0
+        if position > needed and not unchecked:
             # The stores need something earlier: seek back (DESIGN 5.2).
             position = needed
             run.seeks_back += 1
         batch = consumer.read(position, batch_size())
         if not batch:
+            if position > needed:
+                # Nothing arrives past the end of the log, so no fold can refuse
+                # a batch: an idle agent must compare its position with the
+                # stores' itself, or it would sit ahead of them forever.
+                position = needed
+                run.seeks_back += 1
+                continue
             return True
         if max_batches is not None and batches >= max_batches:
             return False
@@ -240,10 +254,12 @@ async def consume(
         g, v = await worker.apply(batch, position)
         delivered = Delivered(position, batch, g, v)
         run.delivered.append(delivered)
-        if not (g.replays_started or v.replays_started):
+        if position <= needed and not (g.replays_started or v.replays_started):
             assert min(g.next_needed_offset, v.next_needed_offset) >= position, (
                 f"a fold asked to go back below {position} without a replay request"
             )
+        if min(g.next_needed_offset, v.next_needed_offset) < position and position > needed:
+            run.seeks_back += 1
         position = min(g.next_needed_offset, v.next_needed_offset)
         if after_batch is not None:
             await _maybe_await(after_batch(delivered))
@@ -422,7 +438,14 @@ async def resume_ahead(log: list[LogRecord], log_start: int, seed: int) -> Run:
     position: int | None = None
     for _ in range(50 * (len(log) + 5)):
         worker = Worker(run.stores, log_start)
-        done = await consume(run, worker, sizes(rng, 1, 4), position=position, max_batches=1)
+        done = await consume(
+            run,
+            worker,
+            sizes(rng, 1, 4),
+            position=position,
+            max_batches=2,
+            learn_from_folds=position is not None and rng.random() < 0.5,
+        )
         if done:
             return run
         run.crashes += 1

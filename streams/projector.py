@@ -1,0 +1,228 @@
+"""One partition's batch, from raw Kafka records to both stores and back to a
+decision about the consumer: commit, seek, or pause.
+
+Kept apart from Faust so that the rules of DESIGN sections 3, 5 and 7 can be
+read (and tested) in one place: the stores say where to read; a batch that
+starts past that is dropped and the consumer seeks back; dead letters are
+written before the checkpoints move past them; store errors are retried here
+and never escape; a newer schema version or a corrupt store pauses the
+partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+from contracts.domain import StreamPartition
+from contracts.errors import SchemaVersionTooNewError
+from projections.fold import Fold
+from projections.records import FoldReport, LogRecord
+from streams.decode import decode
+from streams.metrics import Metrics
+
+log = logging.getLogger("redstring.projector")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    reason: str
+    event_type: str | None = None
+
+
+class DeadLetterSink(Protocol):
+    async def send(self, letters: Sequence[DeadLetter]) -> None:
+        """Durably write the letters (the call returns once the broker has them)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the consumer does next for the partition."""
+
+    commit: int | None = None  # commit this offset (the next offset to read)
+    seek: int | None = None  # seek back (and commit) to this offset
+    pause: str | None = None  # stop consuming the partition, and why
+    applied: int = 0
+
+
+@dataclass
+class PartitionHealth:
+    paused: dict[int, str] = field(default_factory=dict)
+    failing: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return not self.paused and not self.failing
+
+    def reasons(self) -> list[str]:
+        return [
+            f"partition {p}: {why}" for p, why in sorted({**self.failing, **self.paused}.items())
+        ]
+
+
+class Projector:
+    def __init__(
+        self,
+        folds: Sequence[Fold[Any]],
+        dead_letters: DeadLetterSink,
+        *,
+        topic: str,
+        topic_id: str,
+        control_key: bytes | None,
+        metrics: Metrics,
+        log_start: Callable[[int], Awaitable[int]] | None = None,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.folds = list(folds)
+        self.dead_letters = dead_letters
+        self.topic = topic
+        self.topic_id = topic_id
+        self.control_key = control_key
+        self.metrics = metrics
+        self._log_start = log_start
+        self.max_backoff = max_backoff
+        self.health = PartitionHealth()
+
+    def stream_partition(self, partition: int) -> StreamPartition:
+        return StreamPartition(self.topic, partition, self.topic_id)
+
+    async def next_needed(self, partition: int) -> int:
+        part = self.stream_partition(partition)
+        offsets = [
+            await self._retry(partition, partial(fold.next_needed_offset, part))
+            for fold in self.folds
+        ]
+        return min(offsets)
+
+    async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
+        if partition in self.health.paused:
+            return Decision()
+        part = self.stream_partition(partition)
+        needed = await self.next_needed(partition)
+        fresh = [r for r in records if r.offset >= needed]
+        if not fresh:
+            return Decision(commit=needed)
+        if fresh[0].offset > needed:
+            # The consumer is ahead of what the stores hold (a commit ran ahead,
+            # or a replay opened a window): read the gap first.
+            self.metrics.seeks.labels(reason="ahead").inc()
+            return Decision(seek=needed)
+
+        log_records: list[LogRecord] = []
+        letters: list[DeadLetter] = []
+        pause: str | None = None
+        for raw in fresh:
+            try:
+                decoded = decode(raw.offset, raw.key, raw.value, self.control_key)
+            except SchemaVersionTooNewError as exc:
+                pause = str(exc)
+                break
+            log_records.append(decoded.record)
+            if decoded.dead_letter_reason is not None:
+                letters.append(
+                    DeadLetter(
+                        partition, raw.offset, raw.key, raw.value, decoded.dead_letter_reason
+                    )
+                )
+        if letters:
+            # Written before any checkpoint moves past them: never silently lost.
+            await self._retry(partition, lambda: self.dead_letters.send(letters))
+            self.metrics.dead_lettered.inc(len(letters))
+
+        if log_records:
+            started = time.monotonic()
+            log_start = await self._log_start(partition) if self._log_start else 0
+            reports: list[FoldReport] = [
+                await self._retry(
+                    partition,
+                    partial(fold.apply, part, log_records, log_start=log_start, read_from=needed),
+                )
+                for fold in self.folds
+            ]
+            self.metrics.batch_latency.observe(time.monotonic() - started)
+            self.metrics.batch_size.observe(len(log_records))
+            await self._report(partition, reports, fresh)
+            halted = next((r.halted for r in reports if r.halted is not None), None)
+            if halted is not None:
+                pause = f"the store is corrupt and needs an operator: {halted}"
+            applied = max(r.applied for r in reports)
+        else:
+            applied = 0
+
+        if pause is not None:
+            self.health.paused[partition] = pause
+            log.error("pausing partition", extra={"partition": partition, "reason": pause})
+            return Decision(pause=pause, applied=applied)
+
+        after = await self.next_needed(partition)
+        last = log_records[-1].offset
+        if after <= last:
+            # A store asked for an earlier offset (a rebuild window opened).
+            self.metrics.seeks.labels(reason="replay").inc()
+            return Decision(seek=after, applied=applied)
+        return Decision(commit=after, applied=applied)
+
+    async def _report(
+        self, partition: int, reports: Sequence[FoldReport], raws: Sequence[RawRecord]
+    ) -> None:
+        by_offset = {r.offset: r for r in raws}
+        failed: dict[int, str] = {}
+        for report in reports:
+            for failure in report.failed:
+                failed.setdefault(failure.offset, failure.reason)
+        for store, report in zip(("graph", "vector"), reports, strict=False):
+            self.metrics.applied.labels(store=store).inc(report.applied)
+            self.metrics.skipped.labels(store=store).inc(report.skipped)
+            self.metrics.collapsed.labels(store=store).inc(report.collapsed)
+        if failed:
+            letters = [
+                DeadLetter(partition, off, by_offset[off].key, by_offset[off].value, why)
+                for off, why in sorted(failed.items())
+                if off in by_offset
+            ]
+            await self._retry(partition, lambda: self.dead_letters.send(letters))
+            self.metrics.dead_lettered.inc(len(letters))
+
+    async def _retry(self, partition: int, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Store and broker errors are retried with backoff and never escape: the
+        partition waits, and readiness says why while it does."""
+        delay = 0.1
+        failures = 0
+        while True:
+            try:
+                result = await attempt()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # everything here is retried
+                failures += 1
+                self.metrics.store_retries.inc()
+                if failures >= 3:
+                    self.health.failing[partition] = f"retrying after {type(exc).__name__}: {exc}"
+                log.warning(
+                    "store call failed; retrying",
+                    extra={"partition": partition, "error": repr(exc), "delay": delay},
+                )
+                await asyncio.sleep(delay)
+                delay = min(self.max_backoff, delay * 2)
+                continue
+            self.health.failing.pop(partition, None)
+            return result

@@ -1,0 +1,183 @@
+"""The projector's decisions for one partition, on the in-memory stores."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from adapters.embedding import HashingEmbedder
+from adapters.memory.graph import InMemoryGraphStore
+from adapters.memory.vector import InMemoryVectorStore
+from contracts import signing
+from contracts.events import SCHEMA_VERSION, Event, event_to_json, make_event
+from contracts.ids import EntityId, TenantId
+from projections.graph import GraphProjection
+from projections.vector import VectorProjection
+from streams.metrics import Metrics
+from streams.projector import DeadLetter, Projector, RawRecord
+
+KEY = b"control-key"
+
+
+class ListSink:
+    """Dead letters kept in a list: the projector's side of the contract only."""
+
+    def __init__(self) -> None:
+        self.letters: list[DeadLetter] = []
+
+    async def send(self, letters: Sequence[DeadLetter]) -> None:
+        self.letters.extend(letters)
+
+
+class Flaky:
+    """Wraps a store; its units of work fail ``times`` times before working."""
+
+    def __init__(self, inner: Any, times: int) -> None:
+        self._inner, self.times = inner, times
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def unit_of_work(self, partition: Any) -> Any:
+        if self.times > 0:
+            self.times -= 1
+            raise ConnectionError("store unavailable")
+        return self._inner.unit_of_work(partition)
+
+
+def doc(tenant: str, *ids: str) -> Event:
+    return make_event(
+        "DocumentExtracted",
+        tenant,
+        {
+            "document_id": "d",
+            "extraction_model": "m",
+            "entities": [{"id": i, "name": i, "type": "Thing"} for i in ids],
+        },
+    )
+
+
+def raw(offset: int, event: Event) -> RawRecord:
+    return RawRecord(offset, event.tenant_id.encode(), event_to_json(event))
+
+
+@pytest.fixture
+def stores() -> tuple[InMemoryGraphStore, InMemoryVectorStore]:
+    return InMemoryGraphStore(), InMemoryVectorStore(HashingEmbedder(dimension=16).identity)
+
+
+def projector(graph: Any, vector: Any, sink: ListSink) -> Projector:
+    embedder = HashingEmbedder(dimension=16)
+    return Projector(
+        [GraphProjection(graph, embedding_dimension=16), VectorProjection(vector, embedder)],
+        sink,
+        topic="events",
+        topic_id="tid",
+        control_key=KEY,
+        metrics=Metrics(),
+        max_backoff=0.01,
+    )
+
+
+async def test_a_batch_is_applied_and_the_stores_position_committed(stores: Any) -> None:
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    decision = await p.handle(0, [raw(0, doc("a", "x")), raw(1, doc("b", "y"))])
+    assert decision.commit == 2 and decision.seek is None
+    assert await graph.get_entity(TenantId("b"), EntityId("y")) is not None
+    assert await vector.get(TenantId("a"), EntityId("x")) is not None
+
+
+async def test_a_poison_record_is_dead_lettered_and_the_rest_applied(stores: Any) -> None:
+    graph, vector = stores
+    sink = ListSink()
+    p = projector(graph, vector, sink)
+    poison = RawRecord(1, b"a", b'{"event_type": "DocumentExtracted", "oops": true}')
+    decision = await p.handle(0, [raw(0, doc("a", "x")), poison, raw(2, doc("a", "z"))])
+    assert decision.commit == 3
+    assert [(letter.offset, letter.value) for letter in sink.letters] == [(1, poison.value)]
+    assert "invalid DocumentExtracted" in sink.letters[0].reason
+    assert await graph.get_entity(TenantId("a"), EntityId("z")) is not None
+
+
+async def test_a_batch_past_the_stores_position_is_dropped_and_sought_back(stores: Any) -> None:
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    decision = await p.handle(0, [raw(5, doc("a", "x"))])
+    assert decision.seek == 0
+    assert await graph.get_entity(TenantId("a"), EntityId("x")) is None
+
+
+async def test_redelivered_records_are_skipped(stores: Any) -> None:
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    await p.handle(0, [raw(0, doc("a", "x"))])
+    decision = await p.handle(0, [raw(0, doc("a", "x"))])
+    assert decision.commit == 1 and decision.applied == 0
+
+
+async def test_a_newer_schema_version_pauses_the_partition_after_the_prefix(stores: Any) -> None:
+    graph, vector = stores
+    sink = ListSink()
+    p = projector(graph, vector, sink)
+    future = json.loads(event_to_json(doc("a", "later")))
+    future["schema_version"] = SCHEMA_VERSION + 1
+    records = [raw(0, doc("a", "x")), RawRecord(1, b"a", json.dumps(future).encode())]
+    decision = await p.handle(0, records)
+    assert decision.pause is not None and "Upgrade the workers" in decision.pause
+    assert not p.health.ready and sink.letters == []
+    assert await graph.get_entity(TenantId("a"), EntityId("x")) is not None
+    assert await p.next_needed(0) == 1  # the newer event is still needed
+    assert (await p.handle(0, [raw(1, doc("a", "y"))])).commit is None
+
+
+async def test_a_replay_request_seeks_back_to_the_log_start(stores: Any) -> None:
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    await p.handle(0, [raw(0, doc("a", "x")), raw(1, doc("b", "y"))])
+    replay = signing.sign(make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY)
+    decision = await p.handle(0, [raw(2, replay), raw(3, doc("b", "z"))])
+    assert decision.seek == 0
+    assert await graph.get_entity(TenantId("a"), EntityId("x")) is None  # deleted, to be rebuilt
+    decision = await p.handle(
+        0, [raw(0, doc("a", "x")), raw(1, doc("b", "y")), raw(2, replay), raw(3, doc("b", "z"))]
+    )
+    assert decision.commit == 4
+    assert await graph.get_entity(TenantId("a"), EntityId("x")) is not None
+    assert await graph.get_entity(TenantId("b"), EntityId("z")) is not None
+
+
+async def test_an_unsigned_control_event_is_dead_lettered_and_deletes_nothing(stores: Any) -> None:
+    graph, vector = stores
+    sink = ListSink()
+    p = projector(graph, vector, sink)
+    await p.handle(0, [raw(0, doc("a", "x"))])
+    forged = make_event("TenantErased", "a", {"requested_by": "mallory"})
+    decision = await p.handle(0, [raw(1, forged)])
+    assert decision.commit == 2
+    assert "unsigned" in sink.letters[0].reason
+    assert await graph.get_entity(TenantId("a"), EntityId("x")) is not None
+
+
+async def test_store_errors_are_retried_until_the_store_answers(stores: Any) -> None:
+    graph, vector = stores
+    p = projector(Flaky(graph, times=4), vector, ListSink())
+    decision = await p.handle(0, [raw(0, doc("a", "x"))])
+    assert decision.commit == 1
+    assert p.health.ready  # recovered
+    assert p.metrics.store_retries._value.get() == 4
+
+
+async def test_a_merge_closing_a_cycle_is_dead_lettered(stores: Any) -> None:
+    graph, vector = stores
+    sink = ListSink()
+    p = projector(graph, vector, sink)
+    merge = make_event("EntitiesMerged", "a", {"canonical_id": "x", "absorbed_ids": ["y"]})
+    cycle = make_event("EntitiesMerged", "a", {"canonical_id": "y", "absorbed_ids": ["x"]})
+    decision = await p.handle(0, [raw(0, doc("a", "x", "y")), raw(1, merge), raw(2, cycle)])
+    assert decision.commit == 3
+    assert [letter.offset for letter in sink.letters] == [2]
+    assert "cycle" in sink.letters[0].reason

@@ -2,7 +2,9 @@
 
 import os
 
+import pytest
 from hypothesis import settings
+from hypothesis import strategies as st
 
 pytest_plugins = ["tests.services"]
 
@@ -14,3 +16,13 @@ pytest_plugins = ["tests.services"]
 # the `services` layer under "services" (REDSTRING_HYPOTHESIS_PROFILE).
 settings.register_profile("services", deadline=None, max_examples=25)
 settings.load_profile(os.environ.get("REDSTRING_HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _hypothesis_character_tables() -> None:
+    """Hypothesis builds its UTF-8 character table the first time a text
+    strategy is validated: seconds in a fresh clone, cached under .hypothesis/
+    after. Paying it here keeps it out of whichever property draws text first,
+    where the too_slow health check would count it against that test. (Not at
+    import time: hypothesis warns against slow work during conftest loading.)"""
+    st.text().validate()

@@ -32,6 +32,14 @@ MAX_STRING_LENGTH = 8192
 MAX_LIST_LENGTH = 1024
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_scalar(value: object, where: str) -> type:
     if isinstance(value, bool):
         return bool
@@ -46,6 +54,8 @@ def _check_scalar(value: object, where: str) -> type:
     if isinstance(value, str):
         if "\x00" in value:
             raise ValueError(f"{where}: string contains a NUL byte")
+        if not _encodable(value):
+            raise ValueError(f"{where}: string contains a lone surrogate (not valid Unicode)")
         if len(value) > MAX_STRING_LENGTH:
             raise ValueError(f"{where}: string longer than {MAX_STRING_LENGTH} characters")
         return str

@@ -59,8 +59,11 @@ CONTROL_EVENT_TYPES = frozenset({TENANT_REPLAY_REQUESTED, TENANT_ERASED})
 
 
 def _no_nul(value: str, what: str) -> str:
+    """Text both stores can hold: no NUL byte, no lone surrogate."""
     if "\x00" in value:
         raise ValueError(f"{what} contains a NUL byte")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise ValueError(f"{what} contains a lone surrogate (not valid Unicode)")
     return value
 
 

@@ -36,8 +36,8 @@ def check_id_text(value: str, what: str) -> str:
         raise ValueError(f"{what} must be a non-empty string")
     if len(value) > MAX_ID_LENGTH:
         raise ValueError(f"{what} is longer than {MAX_ID_LENGTH} characters")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
-        raise ValueError(f"{what} contains a NUL or control character")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise ValueError(f"{what} contains a NUL, control character or lone surrogate")
     return value
 
 

@@ -34,6 +34,10 @@ class Admission:
         markers = {m.tenant_id: m for m in await ledger.rebuild_markers(partition)}
         return cls(partition, await ledger.checkpoint(partition), markers, {})
 
+    def next_needed(self) -> int:
+        windows = [m.applied_through + 1 for m in self.markers.values() if m.state == "rebuilding"]
+        return min(windows) if windows else self.checkpoint + 1
+
     async def tombstone(
         self, ledger: ProjectionLedger, tenant: TenantId
     ) -> ErasureTombstone | None:

@@ -52,6 +52,10 @@ class LedgeredStore(ProjectionLedger, Protocol[U_co]):
 PER_EVENT_ERRORS = (PermanentStoreError, MissingEntityError, DimensionMismatchError)
 
 
+class _Ahead(Exception):
+    """The batch starts past what the store needs; nothing of it may be applied."""
+
+
 class MergeRefused(Exception):
     """The merge would close an alias cycle; it is rolled back and dead-lettered."""
 
@@ -118,32 +122,42 @@ class Fold(abc.ABC, Generic[U]):
         changes nothing: the caller must seek back (DESIGN 5.2)."""
         report = FoldReport()
         ordered = list(records)
-        if ordered:
-            start = ordered[0].offset if read_from is None else read_from
-            if start > await self.next_needed_offset(partition):
-                report.next_needed_offset = await self.next_needed_offset(partition)
-                return report
+        expected = ordered[0].offset if ordered and read_from is None else read_from
         index = 0
-        while index < len(ordered) and report.halted is None:
-            record = ordered[index]
-            if _is_control(record):
-                ended = await self._control(partition, record, report, log_start)
-                index += 1
-                if ended:
-                    break
-            elif _is_merge(record):
-                await self._merge(partition, record, report)
-                index += 1
-            else:
-                end = index
-                while end < len(ordered) and not (
-                    _is_merge(ordered[end]) or _is_control(ordered[end])
-                ):
-                    end += 1
-                await self._segment(partition, ordered[index:end], report)
-                index = end
+        try:
+            while index < len(ordered) and report.halted is None:
+                record = ordered[index]
+                if _is_control(record):
+                    ended = await self._control(partition, record, report, log_start, expected)
+                    index += 1
+                    if ended:
+                        break
+                elif _is_merge(record):
+                    await self._merge(partition, record, report, expected)
+                    index += 1
+                else:
+                    end = index
+                    while end < len(ordered) and not (
+                        _is_merge(ordered[end]) or _is_control(ordered[end])
+                    ):
+                        end += 1
+                    await self._segment(partition, ordered[index:end], report, expected)
+                    index = end
+                expected = ordered[index - 1].offset + 1
+        except _Ahead:
+            pass  # the caller seeks back to next_needed_offset
         report.next_needed_offset = await self.next_needed_offset(partition)
         return report
+
+    @staticmethod
+    async def _load(uow: U, partition: StreamPartition, expected: int | None) -> Admission:
+        """The admission state of a unit of work, after checking under the
+        store's lock that the records start no later than the store needs: a
+        zombie or a consumer that ran ahead must not leave a gap (DESIGN 5.1-5.2)."""
+        admission = await Admission.load(uow, partition)
+        if expected is not None and expected > admission.next_needed():
+            raise _Ahead
+        return admission
 
     async def _admit(
         self, uow: U, admission: Admission, records: Sequence[LogRecord], report: FoldReport
@@ -191,28 +205,37 @@ class Fold(abc.ABC, Generic[U]):
             await uow.record_applied_events(tenant, ids, now)
 
     async def _segment(
-        self, partition: StreamPartition, records: Sequence[LogRecord], report: FoldReport
+        self,
+        partition: StreamPartition,
+        records: Sequence[LogRecord],
+        report: FoldReport,
+        expected: int | None,
     ) -> None:
         """Extractions and unmerges in one unit of work. If a store rejects a
         value, the segment is rolled back and re-applied one event at a time, so
         that only the event at fault is skipped and dead-lettered."""
         try:
-            await self._segment_once(partition, records, report)
+            await self._segment_once(partition, records, report, expected)
         except PER_EVENT_ERRORS as exc:
             if len(records) == 1:
                 await self._skip_failed(partition, records[0], report, str(exc))
                 return
             for record in records:
-                await self._segment(partition, [record], report)
+                await self._segment(partition, [record], report, expected)
+                expected = record.offset + 1
         except AliasCycleError as exc:
             report.halted = exc
 
     async def _segment_once(
-        self, partition: StreamPartition, records: Sequence[LogRecord], report: FoldReport
+        self,
+        partition: StreamPartition,
+        records: Sequence[LogRecord],
+        report: FoldReport,
+        expected: int | None,
     ) -> None:
         scratch = FoldReport()
         async with self.store.unit_of_work(partition) as uow:
-            admission = await Admission.load(uow, partition)
+            admission = await self._load(uow, partition, expected)
             original = dict(admission.markers)
             admitted = await self._admit(uow, admission, records, scratch)
             run: list[Admitted] = []
@@ -247,14 +270,18 @@ class Fold(abc.ABC, Generic[U]):
         )
 
     async def _merge(
-        self, partition: StreamPartition, record: LogRecord, report: FoldReport
+        self,
+        partition: StreamPartition,
+        record: LogRecord,
+        report: FoldReport,
+        expected: int | None,
     ) -> None:
         assert isinstance(record.event, EntitiesMergedEvent)
         event = record.event
         scratch = FoldReport()
         try:
             async with self.store.unit_of_work(partition) as uow:
-                admission = await Admission.load(uow, partition)
+                admission = await self._load(uow, partition, expected)
                 original = dict(admission.markers)
                 admitted = await self._admit(uow, admission, [record], scratch)
                 if admitted:
@@ -274,14 +301,19 @@ class Fold(abc.ABC, Generic[U]):
         _add(report, scratch)
 
     async def _control(
-        self, partition: StreamPartition, record: LogRecord, report: FoldReport, log_start: int
+        self,
+        partition: StreamPartition,
+        record: LogRecord,
+        report: FoldReport,
+        log_start: int,
+        expected: int | None,
     ) -> bool:
         """Replay requests and erasures. Returns True when the batch must end here."""
         event = record.event
         assert isinstance(event, TenantReplayRequestedEvent | TenantErasedEvent)
         tenant = event.tenant
         async with self.store.unit_of_work(partition) as uow:
-            admission = await Admission.load(uow, partition)
+            admission = await self._load(uow, partition, expected)
             original = dict(admission.markers)
             verdict = await admission.decide(uow, record.offset, tenant, is_control=True)
             if verdict is Verdict.SKIP:

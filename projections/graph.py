@@ -169,6 +169,8 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         # A cycle already in the store is corruption (AliasCycleError escapes);
         # one that this merge would close is a refusal.
         await uow.resolve_entity_ids(tenant, [canonical, *absorbed])
+        # Removals name edges as the write model saw them before the merge.
+        await self._remove_edges(uow, tenant, payload.edges_to_remove)
         for alias_id in absorbed:
             await uow.upsert_alias(tenant, Alias(tenant, alias_id, canonical, payload.reason))
         try:
@@ -177,34 +179,42 @@ class GraphProjection(Fold[GraphUnitOfWork]):
             raise MergeRefused(
                 f"merging {', '.join(absorbed)} into {canonical!r} would close an alias cycle"
             ) from exc
-        await self._redirect(uow, tenant, payload.edges_to_remove, payload.edges_to_add, report)
+        await self._add_edges(uow, tenant, payload.edges_to_add, report)
         await self._repoint(uow, tenant, absorbed, report)
 
     async def apply_unmerge(
         self, uow: GraphUnitOfWork, event: EntitiesUnmergedEvent, report: FoldReport
     ) -> None:
         tenant, payload = event.tenant, event.payload
+        await self._remove_edges(uow, tenant, payload.edges_to_remove)
         for restored in payload.restored_ids:
             await uow.remove_alias(tenant, EntityId(restored))
-        await self._redirect(uow, tenant, payload.edges_to_remove, payload.edges_to_restore, report)
+        await self._add_edges(uow, tenant, payload.edges_to_restore, report)
 
-    async def _redirect(
+    async def _remove_edges(
+        self, uow: GraphUnitOfWork, tenant: TenantId, refs: Sequence[EdgeRef]
+    ) -> None:
+        if not refs:
+            return
+        ids = {EntityId(end) for ref in refs for end in (ref.source, ref.target)}
+        writer = _EdgeWriter(tenant, await uow.resolve_entity_ids(tenant, sorted(ids)), set())
+        for ref in refs:
+            writer.remove(ref)
+        await writer.flush(uow)
+
+    async def _add_edges(
         self,
         uow: GraphUnitOfWork,
         tenant: TenantId,
-        remove: Sequence[EdgeRef],
-        add: Sequence[ExtractedRelationship],
+        rels: Sequence[ExtractedRelationship],
         report: FoldReport,
     ) -> None:
-        ids = {EntityId(end) for ref in [*remove, *add] for end in (ref.source, ref.target)}
-        if not ids:
+        if not rels:
             return
+        ids = {EntityId(end) for rel in rels for end in (rel.source, rel.target)}
         resolved = await uow.resolve_entity_ids(tenant, sorted(ids))
         writer = _EdgeWriter(tenant, resolved, await _existing(uow, tenant, resolved.values()))
-        for ref in remove:
-            writer.remove(ref)
-        await writer.flush(uow)
-        for rel in add:
+        for rel in rels:
             writer.write(rel, report)
         await writer.flush(uow)
 

@@ -4,7 +4,8 @@ Every method takes the tenant first and is scoped to it inside the store; no
 unscoped read exists. There is no ``delete_entity`` (seed ADR 0002): a merge
 records an alias, and the alias rows are the input that resolve-before-write
 reads. A write whose values carry another tenant than the one named is refused
-with ``TenantIsolationError``; every read returns fresh objects.
+with ``TenantIsolationError``; every read returns fresh objects. "Ordered by id"
+means by Unicode code point (Python's string order; ``COLLATE "C"`` in SQL).
 """
 
 from __future__ import annotations

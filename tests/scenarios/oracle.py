@@ -228,10 +228,11 @@ class Oracle:
             vproposed[absorbed] = canonical
         assert not has_cycle(vproposed), "oracle: graph and vector alias facts diverged"
 
-        state.aliases = proposed
-        state.vector_aliases = vproposed
+        # Removals name edges as the write model saw them before this decision.
         for ref in payload.edges_to_remove:
             self._delete_edge(state, ref.source, ref.target, ref.type)
+        state.aliases = proposed
+        state.vector_aliases = vproposed
         for rel in payload.edges_to_add:
             self._put_edge(
                 state, rel.source, rel.target, rel.type, rel.confidence, dict(rel.properties), out
@@ -251,11 +252,11 @@ class Oracle:
 
     def _unmerged(self, state: TenantState, event: EntitiesUnmergedEvent, out: Outcome) -> None:
         payload = event.payload
+        for ref in payload.edges_to_remove:
+            self._delete_edge(state, ref.source, ref.target, ref.type)
         for restored in payload.restored_ids:
             state.aliases.pop(restored, None)
             state.vector_aliases.pop(restored, None)
-        for ref in payload.edges_to_remove:
-            self._delete_edge(state, ref.source, ref.target, ref.type)
         for rel in payload.edges_to_restore:
             self._put_edge(
                 state, rel.source, rel.target, rel.type, rel.confidence, dict(rel.properties), out

@@ -94,6 +94,13 @@ def test_a_valid_extraction_parses_and_round_trips() -> None:
         (raw(envelope(doc([ent("a", x=None)]))), "properties"),
         (raw(envelope(doc([ent("a"), ent("a")]))), "twice"),
         (raw(envelope(doc([ent("a", x="nul\u0000")]))), "NUL"),
+        (
+            b'{"event_type": "DocumentExtracted", "schema_version": 1, "tenant_id": "acme", '
+            b'"event_id": "00000000-0000-0000-0000-000000000001", "producer": "p", '
+            b'"occurred_at": "2026-11-01T09:00:00Z", "payload": {"document_id": "d", '
+            b'"extraction_model": "m", "entities": [{"id": "a", "name": "\\ud800", "type": "T"}]}}',
+            "unicode",
+        ),
         (b'{"pad": "' + b"x" * MAX_EVENT_BYTES + b'"}', "limit"),
         (
             raw(

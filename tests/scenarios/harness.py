@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.embedding import HashingEmbedder
-from adapters.memory.graph import InMemoryGraphStore
-from adapters.memory.vector import InMemoryVectorStore
 from contracts.domain import StreamPartition
 from contracts.events import (
     DocumentExtractedEvent,
@@ -30,10 +28,13 @@ from contracts.events import (
     TenantReplayRequestedEvent,
 )
 from contracts.ids import EntityId, TenantId
+from contracts.ports.graph import ProjectedGraphStore
+from contracts.ports.vector import ProjectedVectorStore
 from projections.graph import GraphProjection
 from projections.records import FoldReport, LogRecord
 from projections.snapshot import snapshot
 from projections.vector import VectorProjection
+from tests.scenarios import stores
 from tests.scenarios.histories import LogBuilder, Record, Scenario
 from tests.scenarios.oracle import Oracle
 
@@ -110,16 +111,18 @@ class CrashingStore(_Tripping):
 
 @dataclass
 class Stores:
-    graph: InMemoryGraphStore
-    vector: InMemoryVectorStore
+    graph: ProjectedGraphStore
+    vector: ProjectedVectorStore
     embedder: HashingEmbedder
     graph_trip: Tripwire = field(default_factory=Tripwire)
     vector_trip: Tripwire = field(default_factory=Tripwire)
 
     @classmethod
-    def fresh(cls) -> Stores:
+    async def fresh(cls) -> Stores:
+        """Empty stores from the active factory (tests/scenarios/stores.py)."""
         embedder = HashingEmbedder(dimension=EMBED_DIMENSION)
-        return cls(InMemoryGraphStore(), InMemoryVectorStore(embedder.identity), embedder)
+        factory = stores.active()
+        return cls(await factory.graph(), await factory.vector(embedder.identity), embedder)
 
     async def state(self, tenant: str, universe: Iterable[str]) -> dict[str, Any]:
         ids = [EntityId(i) for i in universe]
@@ -286,25 +289,25 @@ def fixed(n: int) -> BatchSize:
 
 
 async def once(log: list[LogRecord], log_start: int, seed: int) -> Run:
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     await consume(run, Worker(run.stores, log_start), fixed(1))
     return run
 
 
 async def whole_log(log: list[LogRecord], log_start: int, seed: int) -> Run:
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     await consume(run, Worker(run.stores, log_start), fixed(len(log) + 1))
     return run
 
 
 async def random_batches(log: list[LogRecord], log_start: int, seed: int) -> Run:
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     await consume(run, Worker(run.stores, log_start), sizes(random.Random(seed), 1, 6))
     return run
 
 
 async def every_event_twice(log: list[LogRecord], log_start: int, seed: int) -> Run:
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     worker = Worker(run.stores, log_start)
 
     async def again(d: Delivered) -> None:
@@ -319,7 +322,7 @@ async def interleaved_redelivery(log: list[LogRecord], log_start: int, seed: int
     """Whole batches delivered again, duplicated and out of turn: the same batch
     twice, and earlier batches interleaved with newer ones."""
     rng = random.Random(seed)
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     worker = Worker(run.stores, log_start)
     history: list[Delivered] = []
 
@@ -338,7 +341,7 @@ async def zombie_batch(log: list[LogRecord], log_start: int, seed: int) -> Run:
     """A worker that lost the partition applies a batch it read long ago, after
     its successor has applied newer ones."""
     rng = random.Random(seed)
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     worker = Worker(run.stores, log_start)
     history: list[Delivered] = []
 
@@ -363,7 +366,7 @@ async def rebuild_into_fresh_stores(log: list[LogRecord], log_start: int, seed: 
     """Wipe and replay: fold the log, then fold it again into brand-new stores
     (the procedure for a new embedding model or partition count)."""
     first = await random_batches(log, log_start, seed)
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     await consume(run, Worker(run.stores, log_start), sizes(random.Random(seed + 1), 1, 6))
     run.delivered = [*first.delivered, *run.delivered]
     return run
@@ -405,7 +408,7 @@ async def _crashing(
     log: list[LogRecord], log_start: int, seed: int, chance: Callable[[Run], Any]
 ) -> Run:
     rng = random.Random(seed)
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     for _ in range(50 * (len(log) + 5)):
         worker = Worker(run.stores, log_start)
         p = chance(run)
@@ -433,7 +436,7 @@ async def resume_ahead(log: list[LogRecord], log_start: int, seed: int) -> Run:
     """After each batch the worker dies, and its successor starts reading from a
     Kafka commit that ran ahead of the stores: it must notice and seek back."""
     rng = random.Random(seed)
-    run = Run(Stores.fresh(), log)
+    run = Run(await Stores.fresh(), log)
     end = Consumer(log).end
     position: int | None = None
     for _ in range(50 * (len(log) + 5)):

@@ -39,10 +39,15 @@ def _records(scenario: Scenario, mode: str) -> list:
     return scenario.records
 
 
-@pytest.mark.parametrize(("name", "mode", "seed"), CASES)
-async def test_pinned_history_under_delivery_mode(name: str, mode: str, seed: int) -> None:
+async def run_pinned(name: str, mode: str, seed: int) -> None:
+    """One case of CASES, on the stores of the active factory."""
     scenario = PINNED[name]()
     await run_mode(mode, _records(scenario, mode), scenario.log_start, seed)
+
+
+@pytest.mark.parametrize(("name", "mode", "seed"), CASES)
+async def test_pinned_history_under_delivery_mode(name: str, mode: str, seed: int) -> None:
+    await run_pinned(name, mode, seed)
 
 
 @pytest.mark.parametrize("name", list(PINNED))

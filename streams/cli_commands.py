@@ -25,11 +25,13 @@ def schema_export(directory: Path) -> None:
 def register(main: click.Group) -> None:
     from streams.fold_cli import fold_command
     from streams.ops_cli import publish_command, topics
+    from streams.worker_cli import worker_command
 
     main.add_command(schema)
     main.add_command(fold_command)
     main.add_command(topics)
     main.add_command(publish_command)
+    main.add_command(worker_command)
     try:
         from devstack.cli import dev
     except ImportError:  # devstack ships with the repository, not with every install

@@ -32,6 +32,7 @@ class Settings(BaseSettings):
     neo4j_user: str = "neo4j"
     neo4j_password: SecretStr = SecretStr("")
     neo4j_database: str = Field("neo4j", description="Neo4j database name.")
+    pg_schema: str = Field("redstring", description="Postgres schema holding the vector store.")
     pg_dsn: SecretStr = Field(
         SecretStr("postgresql://postgres@127.0.0.1:5432/redstring"),
         description="Postgres DSN (libpq form).",
@@ -52,6 +53,14 @@ class Settings(BaseSettings):
     batch_wait_ms: int = Field(200, ge=0, description="How long to wait to fill a batch.")
     applied_event_retention_days: float = Field(
         7.0, gt=0, description="How long stores remember applied event ids."
+    )
+    session_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Consumer group session timeout; a dead worker's partitions wait this long.",
+    )
+    worker_id: str | None = Field(
+        None, description="Static group membership id (stable per worker, e.g. the pod name)."
     )
     http_host: str = Field("0.0.0.0", description="Health and metrics endpoint host.")
     http_port: int = Field(6066, description="Health and metrics endpoint port.")

@@ -1,0 +1,46 @@
+"""The dead-letter topic: ``<topic>.dlq``.
+
+A dead letter keeps the original key and value byte for byte, and says in its
+headers why it was refused and where it came from, so that ``redstring dlq``
+can show it and re-drive it after a fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from streams.kafka_producer import AsyncProducer, Headers
+from streams.projector import DeadLetter
+from streams.settings import Settings
+
+REASON = "redstring.reason"
+SOURCE_TOPIC = "redstring.topic"
+SOURCE_PARTITION = "redstring.partition"
+SOURCE_OFFSET = "redstring.offset"
+
+
+def letter_headers(topic: str, letter: DeadLetter) -> Headers:
+    return [
+        (REASON, letter.reason.encode("utf-8")),
+        (SOURCE_TOPIC, topic.encode()),
+        (SOURCE_PARTITION, str(letter.partition).encode()),
+        (SOURCE_OFFSET, str(letter.offset).encode()),
+    ]
+
+
+class KafkaDeadLetterSink:
+    def __init__(self, settings: Settings) -> None:
+        self.topic = settings.topic
+        self.dlq_topic = settings.dlq_topic
+        self._producer = AsyncProducer(settings)
+
+    async def send(self, letters: Sequence[DeadLetter]) -> None:
+        futures = [
+            self._producer.send(self.dlq_topic, d.key, d.value, letter_headers(self.topic, d))
+            for d in letters
+        ]
+        await asyncio.gather(*futures)
+
+    def close(self) -> None:
+        self._producer.close()

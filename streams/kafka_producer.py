@@ -1,0 +1,82 @@
+"""An asyncio face on confluent-kafka's producer: ``send`` resolves to the
+record's position once the broker has it, or raises ``ProduceError``.
+
+Delivery reports arrive on librdkafka's thread; a poller thread hands them to
+the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from contracts.domain import Position
+from streams.settings import Settings
+
+Headers = list[tuple[str, str | bytes | None]]
+
+
+class ProduceError(RuntimeError):
+    pass
+
+
+class AsyncProducer:
+    def __init__(self, settings: Settings, **overrides: Any) -> None:
+        config = {
+            **settings.kafka_client_config(),
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": "lz4",
+            **overrides,
+        }
+        self._producer = Producer(config)
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="redstring-producer", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.1)
+
+    def send(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Headers
+    ) -> asyncio.Future[Position]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Position] = loop.create_future()
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            def settle() -> None:
+                if future.done():
+                    return
+                if error is not None:
+                    future.set_exception(ProduceError(error.str()))
+                else:
+                    future.set_result(
+                        Position(
+                            message.topic() or "", message.partition() or 0, message.offset() or 0
+                        )
+                    )
+
+            loop.call_soon_threadsafe(settle)
+
+        while True:
+            try:
+                self._producer.produce(
+                    topic, key=key, value=value, headers=headers, on_delivery=delivered
+                )
+                return future
+            except BufferError:
+                # The local queue is full: let deliveries drain, then try again.
+                self._producer.poll(0.05)
+
+    def flush(self, timeout: float = 30.0) -> int:
+        return int(self._producer.flush(timeout))
+
+    def close(self) -> None:
+        self.flush()
+        self._stop.set()
+        self._poller.join(timeout=5)

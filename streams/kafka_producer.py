@@ -14,6 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from contracts.domain import Position
+from streams.partitioning import PARTITIONER
 from streams.settings import Settings
 
 Headers = list[tuple[str, str | bytes | None]]
@@ -31,6 +32,8 @@ class AsyncProducer:
             "acks": "all",
             "linger.ms": 5,
             "compression.type": "lz4",
+            # Java-compatible: every producer must send a tenant to one partition.
+            "partitioner": PARTITIONER,
             **overrides,
         }
         self._producer = Producer(config)

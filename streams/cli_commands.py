@@ -24,6 +24,7 @@ def schema_export(directory: Path) -> None:
 
 def register(main: click.Group) -> None:
     from streams.fold_cli import fold_command
+    from streams.inspect_cli import dlq, export_command, status_command
     from streams.ops_cli import publish_command, topics
     from streams.worker_cli import worker_command
 
@@ -32,6 +33,9 @@ def register(main: click.Group) -> None:
     main.add_command(topics)
     main.add_command(publish_command)
     main.add_command(worker_command)
+    main.add_command(status_command)
+    main.add_command(dlq)
+    main.add_command(export_command)
     try:
         from devstack.cli import dev
     except ImportError:  # devstack ships with the repository, not with every install

@@ -1,0 +1,77 @@
+"""Reading what the stores hold: read-your-writes waits, and the canonical
+export of one tenant (the same JSON as ``redstring fold``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from contracts.domain import Position, StreamPartition
+from contracts.ids import EntityId, TenantId
+from contracts.ports.graph import ProjectedGraphStore
+from contracts.ports.ledger import ProjectionLedger
+from contracts.ports.vector import ProjectedVectorStore
+from projections.snapshot import snapshot
+
+
+class NotProjectedError(TimeoutError):
+    pass
+
+
+async def wait_until_projected(
+    position: Position,
+    ledgers: Sequence[ProjectionLedger],
+    *,
+    topic_id: str = "",
+    within: float = 60.0,
+) -> None:
+    """Return once every store's checkpoint on the position's partition has
+    reached its offset (read-your-writes after ``Publisher.publish``)."""
+    partition = StreamPartition(position.topic, position.partition, topic_id)
+    deadline = time.monotonic() + within
+    delay = 0.02
+    while True:
+        reached = [await ledger.checkpoint(partition) >= position.offset for ledger in ledgers]
+        if all(reached):
+            return
+        if time.monotonic() >= deadline:
+            raise NotProjectedError(
+                f"{position.topic}[{position.partition}]@{position.offset} not projected "
+                f"within {within}s; are the workers running? (redstring status)"
+            )
+        await asyncio.sleep(delay)
+        delay = min(1.0, delay * 2)
+
+
+async def tenant_universe(graph: ProjectedGraphStore, tenant: TenantId) -> set[EntityId]:
+    """Every id the graph knows for the tenant: its entities, the endpoints of
+    their edges, and their aliases, transitively."""
+    ids = {e.id for e in await graph.find_entities(tenant, limit=10_000_000)}
+    for rel in await graph.get_relationships_for(tenant, sorted(ids)):
+        ids.update((rel.source_id, rel.target_id))
+    frontier = set(ids)
+    while frontier:
+        found: set[EntityId] = set()
+        for canonical in sorted(frontier):
+            found.update(a.alias_id for a in await graph.find_aliases(tenant, canonical))
+        frontier = found - ids
+        ids |= found
+    return ids
+
+
+async def export_tenant(
+    graph: ProjectedGraphStore,
+    vector: ProjectedVectorStore,
+    tenant: TenantId,
+    partition: StreamPartition,
+) -> dict[str, Any]:
+    universe = await tenant_universe(graph, tenant)
+    return {
+        **await snapshot(graph, vector, tenant, universe),
+        "checkpoints": {
+            "graph": await graph.checkpoint(partition),
+            "vector": await vector.checkpoint(partition),
+        },
+    }

@@ -23,6 +23,7 @@ def schema_export(directory: Path) -> None:
 
 
 def register(main: click.Group) -> None:
+    from streams.demo import demo_command
     from streams.fold_cli import fold_command
     from streams.inspect_cli import dlq, export_command, status_command
     from streams.ops_cli import publish_command, topics
@@ -36,6 +37,7 @@ def register(main: click.Group) -> None:
     main.add_command(status_command)
     main.add_command(dlq)
     main.add_command(export_command)
+    main.add_command(demo_command)
     try:
         from devstack.cli import dev
     except ImportError:  # devstack ships with the repository, not with every install

@@ -331,7 +331,13 @@ class Fold(abc.ABC, Generic[U]):
             if isinstance(event, TenantReplayRequestedEvent):
                 await uow.put_rebuild_marker(window)
 
-        await self.store.delete_by_tenant(tenant)
+        sweep = await self.store.delete_by_tenant(tenant)
+        if not sweep.complete:
+            # Something of the tenant survived the deletion: not safe to rebuild
+            # or to call it erased. Raised, so the agent retries the deletion.
+            raise PermanentStoreError(
+                f"tenant {tenant!r} still holds {sweep.outstanding} after deletion"
+            )
 
         async with self.store.unit_of_work(partition) as uow:
             await uow.forget_applied_events(tenant)

@@ -1,0 +1,169 @@
+"""``ProjectionLedger`` over one Postgres connection (see vectors.py for why
+one connection-parametrised body serves both direct calls and units of work).
+
+The checkpoint row of a partition is the lock that serialises units of work on
+it: ``lock`` inserts the row if it is missing (offset NULL: "no checkpoint")
+and takes it ``FOR UPDATE``, so the comparison and the advance happen in one
+transaction that no other writer of the partition can interleave with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from adapters.pgvector.errors import translated
+from adapters.pgvector.sql import Statements
+from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
+from contracts.errors import CheckpointRegressionError, TopicRecreatedError
+from contracts.ids import EventId, TenantId
+from contracts.ports.ledger import NO_CHECKPOINT
+
+__all__ = ["LedgerOps"]
+
+
+def _offset(partition: StreamPartition, row: Any) -> int:
+    if row is None or row["last_offset"] is None:
+        return NO_CHECKPOINT
+    stored_id = row["topic_id"]
+    if stored_id and partition.topic_id and stored_id != partition.topic_id:
+        raise TopicRecreatedError(partition.topic, stored_id, partition.topic_id)
+    return int(row["last_offset"])
+
+
+class LedgerOps:
+    def __init__(self, conn: asyncpg.Connection, sql: Statements) -> None:
+        self._conn = conn
+        self._sql = sql
+
+    async def lock(self, partition: StreamPartition) -> int:
+        """Take the partition's checkpoint row for this transaction; its offset."""
+        with translated("pgvector.checkpoint lock"):
+            key = (partition.topic, partition.partition)
+            await self._conn.execute(self._sql.ensure_checkpoint_row, *key, partition.topic_id)
+            row = await self._conn.fetchrow(self._sql.lock_checkpoint, *key)
+        return _offset(partition, row)
+
+    async def checkpoint(self, partition: StreamPartition) -> int:
+        with translated("pgvector.checkpoint"):
+            row = await self._conn.fetchrow(
+                self._sql.read_checkpoint, partition.topic, partition.partition
+            )
+        return _offset(partition, row)
+
+    async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
+        current = await self.lock(partition)
+        if offset < current:
+            raise CheckpointRegressionError(
+                f"checkpoint of {partition.topic}[{partition.partition}] is {current}; "
+                f"refusing to move it back to {offset}"
+            )
+        with translated("pgvector.advance_checkpoint"):
+            await self._conn.execute(
+                self._sql.write_checkpoint,
+                partition.topic,
+                partition.partition,
+                offset,
+                partition.topic_id,
+            )
+
+    async def checkpoints(self) -> dict[tuple[str, int], int]:
+        with translated("pgvector.checkpoints"):
+            rows = await self._conn.fetch(self._sql.all_checkpoints)
+        return {(r["topic"], r["partition"]): r["last_offset"] for r in rows}
+
+    async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
+        with translated("pgvector.rebuild_markers"):
+            rows = await self._conn.fetch(self._sql.markers, partition.topic, partition.partition)
+        return [
+            RebuildMarker(
+                tenant_id=r["tenant_id"],
+                partition=StreamPartition(r["topic"], r["partition"], r["topic_id"]),
+                start_offset=r["start_offset"],
+                end_offset=r["end_offset"],
+                applied_through=r["applied_through"],
+                state=r["state"],
+            )
+            for r in rows
+        ]
+
+    async def put_rebuild_marker(self, marker: RebuildMarker) -> None:
+        p = marker.partition
+        with translated("pgvector.put_rebuild_marker"):
+            await self._conn.execute(
+                self._sql.put_marker,
+                marker.tenant_id,
+                p.topic,
+                p.partition,
+                p.topic_id,
+                marker.start_offset,
+                marker.end_offset,
+                marker.applied_through,
+                marker.state,
+            )
+
+    async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
+        with translated("pgvector.close_rebuild_marker"):
+            status = await self._conn.execute(
+                self._sql.close_marker, tenant_id, partition.topic, partition.partition
+            )
+        return bool(status == "DELETE 1")
+
+    async def is_rebuilding(self, tenant_id: TenantId) -> bool:
+        with translated("pgvector.is_rebuilding"):
+            return bool(await self._conn.fetchval(self._sql.is_rebuilding, tenant_id))
+
+    async def erasure_tombstone(self, tenant_id: TenantId) -> ErasureTombstone | None:
+        with translated("pgvector.erasure_tombstone"):
+            row = await self._conn.fetchrow(self._sql.tombstone, tenant_id)
+        if row is None:
+            return None
+        return ErasureTombstone(
+            tenant_id=row["tenant_id"],
+            partition=StreamPartition(row["topic"], row["partition"], row["topic_id"]),
+            offset=row["erased_offset"],
+        )
+
+    async def put_erasure_tombstone(self, tombstone: ErasureTombstone) -> None:
+        p = tombstone.partition
+        with translated("pgvector.put_erasure_tombstone"):
+            await self._conn.execute(
+                self._sql.put_tombstone,
+                tombstone.tenant_id,
+                p.topic,
+                p.partition,
+                p.topic_id,
+                tombstone.offset,
+            )
+
+    async def applied_event_ids(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> set[EventId]:
+        asked = list(dict.fromkeys(event_ids))
+        if not asked:
+            return set()
+        with translated("pgvector.applied_event_ids"):
+            rows = await self._conn.fetch(self._sql.applied, tenant_id, asked)
+        return {EventId(r["event_id"]) for r in rows}
+
+    async def record_applied_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime
+    ) -> None:
+        # ON CONFLICT cannot touch one row twice in a statement: de-duplicate.
+        ids = list(dict.fromkeys(event_ids))
+        if not ids:
+            return
+        with translated("pgvector.record_applied_events"):
+            await self._conn.execute(self._sql.record_applied, tenant_id, ids, applied_at)
+
+    async def forget_applied_events(self, tenant_id: TenantId) -> None:
+        with translated("pgvector.forget_applied_events"):
+            await self._conn.execute(self._sql.forget_applied, tenant_id)
+
+    async def expire_applied_events(self, older_than: datetime) -> int:
+        with translated("pgvector.expire_applied_events"):
+            status = await self._conn.execute(self._sql.expire_applied, older_than)
+        return int(status.split()[-1])

@@ -1,0 +1,159 @@
+"""Schema migrations of the pgvector adapter: versioned, idempotent, serialised.
+
+``migrate`` runs in one transaction under a transaction-level advisory lock, so
+two workers opening the same database at once queue rather than race (and a
+failed open leaves nothing half-made: Postgres DDL is transactional). Each
+migration is applied once and recorded in ``schema_migrations``; a migration
+already recorded is never re-run, so editing one in place does nothing —
+append a new version instead.
+
+The vectors' dimension is part of the column type (``vector(n)``), so it is
+fixed when version 1 runs: one schema holds one embedding identity, recorded in
+``embedding_identity`` and checked on every open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import asyncpg
+
+from adapters.pgvector.sql import quote_identifier
+from contracts.domain import EmbeddingIdentity
+from contracts.errors import EmbeddingIdentityMismatchError
+
+__all__ = ["MIGRATIONS", "Migration", "migrate"]
+
+# One key for every redstring schema in the database: CREATE EXTENSION is
+# database-wide, and opens are rare enough that queueing them all costs nothing.
+_LOCK_KEY = "redstring.pgvector.migrate"
+_MIN_ITERATIVE_SCAN_VERSION = (0, 8)
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    #: (quoted schema, dimension) -> statements
+    statements: Callable[[str, int], list[str]]
+
+
+def _v1(s: str, dimension: int) -> list[str]:
+    return [
+        f"CREATE TABLE {s}.embedding_identity ("
+        " singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),"
+        " model text NOT NULL, dimension integer NOT NULL,"
+        " document_prefix text NOT NULL, query_prefix text NOT NULL)",
+        f"CREATE TABLE {s}.vectors ("
+        " tenant_id text NOT NULL, id text NOT NULL,"
+        f" embedding vector({dimension}) NOT NULL, metadata jsonb NOT NULL,"
+        " PRIMARY KEY (tenant_id, id))",
+        # Alias facts: absorbed id -> canonical id. An id with a row here is
+        # hidden from search (DESIGN section 4).
+        f"CREATE TABLE {s}.vector_aliases ("
+        " tenant_id text NOT NULL, alias_id text NOT NULL, canonical_id text NOT NULL,"
+        " PRIMARY KEY (tenant_id, alias_id))",
+        # last_offset NULL: a row that exists only to be locked, no checkpoint yet.
+        f"CREATE TABLE {s}.checkpoints ("
+        " topic text NOT NULL, partition integer NOT NULL, topic_id text NOT NULL,"
+        " last_offset bigint, PRIMARY KEY (topic, partition))",
+        f"CREATE TABLE {s}.rebuild_markers ("
+        " tenant_id text NOT NULL, topic text NOT NULL, partition integer NOT NULL,"
+        " topic_id text NOT NULL, start_offset bigint NOT NULL, end_offset bigint NOT NULL,"
+        " applied_through bigint NOT NULL,"
+        " state text NOT NULL CHECK (state IN ('deleting', 'rebuilding')),"
+        " PRIMARY KEY (tenant_id, topic, partition))",
+        f"CREATE INDEX rebuild_markers_by_partition ON {s}.rebuild_markers (topic, partition)",
+        f"CREATE TABLE {s}.tombstones ("
+        " tenant_id text PRIMARY KEY, topic text NOT NULL, partition integer NOT NULL,"
+        " topic_id text NOT NULL, erased_offset bigint NOT NULL)",
+        f"CREATE TABLE {s}.applied_events ("
+        " tenant_id text NOT NULL, event_id text NOT NULL,"
+        " applied_at timestamptz NOT NULL, PRIMARY KEY (tenant_id, event_id))",
+        # Expiry deletes by age across tenants.
+        f"CREATE INDEX applied_events_by_age ON {s}.applied_events (applied_at)",
+    ]
+
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial tables", _v1),)
+
+HNSW_INDEX = "vectors_embedding_hnsw"
+
+
+async def migrate(
+    conn: asyncpg.Connection, schema: str, identity: EmbeddingIdentity, *, hnsw: bool
+) -> str:
+    """Bring ``schema`` up to date and bind it to ``identity``; returns the
+    schema the ``vector`` extension lives in (for the connections' codecs)."""
+    s = quote_identifier(schema)
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", _LOCK_KEY)
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        row = await conn.fetchrow(
+            "SELECT n.nspname, e.extversion FROM pg_extension e "
+            "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+        )
+        extension_schema, version = str(row["nspname"]), str(row["extversion"])
+        ext = quote_identifier(extension_schema)
+        # Unqualified `vector` and `<=>` below resolve through the extension's schema.
+        await conn.execute(f"SET LOCAL search_path = {ext}")
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {s}.schema_migrations ("
+            " version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        applied = {
+            r["version"] for r in await conn.fetch(f"SELECT version FROM {s}.schema_migrations")
+        }
+        for migration in MIGRATIONS:
+            if migration.version in applied:
+                continue
+            for statement in migration.statements(s, identity.dimension):
+                await conn.execute(statement)
+            await conn.execute(
+                f"INSERT INTO {s}.schema_migrations (version, name) VALUES ($1, $2)",
+                migration.version,
+                migration.name,
+            )
+        await _bind_identity(conn, s, identity)
+        if hnsw:
+            if _version_tuple(version) < _MIN_ITERATIVE_SCAN_VERSION:
+                raise RuntimeError(
+                    f"hnsw=True needs pgvector >= 0.8 for iterative index scans "
+                    f"(this database has {version}); open with hnsw=False for exact search"
+                )
+            await conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {HNSW_INDEX} ON {s}.vectors "
+                "USING hnsw (embedding vector_cosine_ops)"
+            )
+    return extension_schema
+
+
+async def _bind_identity(conn: asyncpg.Connection, s: str, identity: EmbeddingIdentity) -> None:
+    stored = await conn.fetchrow(
+        f"SELECT model, dimension, document_prefix, query_prefix FROM {s}.embedding_identity"
+    )
+    if stored is None:
+        await conn.execute(
+            f"INSERT INTO {s}.embedding_identity "
+            "(model, dimension, document_prefix, query_prefix) VALUES ($1, $2, $3, $4)",
+            identity.model,
+            identity.dimension,
+            identity.document_prefix,
+            identity.query_prefix,
+        )
+        return
+    difference = EmbeddingIdentity(
+        model=stored["model"],
+        dimension=stored["dimension"],
+        document_prefix=stored["document_prefix"],
+        query_prefix=stored["query_prefix"],
+    ).first_difference(identity)
+    if difference is not None:
+        raise EmbeddingIdentityMismatchError(*difference)
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:2] if part.isdigit())

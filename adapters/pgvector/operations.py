@@ -1,0 +1,55 @@
+"""``VectorStore`` + ``ProjectionLedger`` over one connection: what a unit of
+work hands out, and what every direct call of ``PgVectorStore`` runs."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Self
+
+import asyncpg
+
+from adapters.pgvector.ledger import LedgerOps
+from adapters.pgvector.sql import Statements
+from adapters.pgvector.vectors import VectorOps
+from contracts.domain import EmbeddingIdentity
+
+__all__ = ["Operations"]
+
+
+class _Retired:
+    """Stands in for the connection once its unit of work has ended: a view
+    kept past its ``async with`` fails loudly rather than writing on a
+    connection that is back in the pool (possibly inside someone else's
+    transaction)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this unit of work has ended; open a new one to read or write")
+
+
+class Operations(VectorOps, LedgerOps):
+    def __init__(
+        self,
+        conn: asyncpg.Connection,
+        sql: Statements,
+        identity: EmbeddingIdentity,
+        approximate: bool,
+    ) -> None:
+        VectorOps.__init__(self, conn, sql, identity, approximate)
+        LedgerOps.__init__(self, conn, sql)
+
+    def retire(self) -> None:
+        self._conn = _Retired()
+
+    async def aclose(self) -> None:
+        """Nothing to release: the unit of work that made this view owns it."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

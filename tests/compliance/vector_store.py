@@ -95,6 +95,16 @@ def type_matches(record: VectorRecord, entity_type: str | None) -> bool:
     return isinstance(stored, str) and stored == entity_type
 
 
+def typed(value: Any) -> Any:
+    """``value`` with the type of every leaf made explicit: 1 == 1.0 == True in
+    Python, and a store that turns one into another has changed the metadata."""
+    if isinstance(value, dict):
+        return {key: typed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [typed(item) for item in value]
+    return (type(value).__name__, value)
+
+
 class Boom(Exception):
     """Raised inside a unit of work to prove it rolls back."""
 
@@ -230,6 +240,28 @@ class VectorStoreCompliance:
         stored = await store.get(tenant, e("a"))
         assert stored is not None
         assert stored.metadata == {"tags": ["x"], "nested": {"k": 1}}
+
+    async def test_metadata_numbers_read_back_with_their_type_and_value(
+        self, store: ProjectedVectorStore
+    ) -> None:
+        """Stored JSON may keep numbers as decimals (Postgres jsonb does): a float
+        in exponent form such as 1e+23 must not come back as the integer 10**23,
+        nor 1e16 as an int. The strategies draw no floats, so this is pinned here."""
+        tenant = new_tenant()
+        floats = [1e23, 1e16, 1.7976931348623157e308, 0.1, 1e-7, 5e-324, -2.5, 3.0]
+        ints = [0, -1, 2**53 + 1, 2**70, -(2**64)]
+        metadata: dict[str, Any] = {
+            "floats": floats,
+            "ints": ints,
+            "nested": {"f": 1e300, "i": 10**300, "mixed": [1, 1.0, True, None, "1e+23"]},
+        }
+        await store.upsert(tenant, rec(tenant, "a", v(1), metadata))
+        for read in (
+            await store.get(tenant, e("a")),
+            (await store.search(tenant, v(1), k=1))[0].record,
+        ):
+            assert read is not None
+            assert typed(read.metadata) == typed(metadata)
 
     # -- entity_type filter --------------------------------------------------
 

@@ -35,7 +35,7 @@ import asyncpg
 
 from contracts.errors import PermanentStoreError, TransientStoreError
 
-__all__ = ["RetryPolicy", "is_transient", "translated", "with_retries"]
+__all__ = ["RetryPolicy", "breaks_connection", "is_transient", "translated", "with_retries"]
 
 T = TypeVar("T")
 
@@ -45,18 +45,32 @@ _TRANSIENT_STATES = frozenset({"40001", "40P01", "53300", "57P01", "57P02", "57P
 _InputError = asyncpg.exceptions._base.DataError
 
 
-def is_transient(error: BaseException) -> bool:
+def breaks_connection(error: BaseException) -> bool:
+    """Whether the connection that raised ``error`` is no use any more."""
     if isinstance(error, asyncpg.PostgresError):
         state = getattr(error, "sqlstate", None) or ""
-        return state in _TRANSIENT_STATES or state.startswith("08")
+        return state.startswith("08") or state in {"57P01", "57P02", "57P03"}
     if isinstance(error, _InputError):
         return False
+    if isinstance(error, asyncpg.exceptions._base.InternalClientError):
+        # A backend killed while its connection sat idle in the pool leaves
+        # asyncpg's protocol waiting to consume an error that never completes;
+        # the next query on it fails like this before the loss is noticed.
+        return True
     if isinstance(error, asyncpg.InterfaceError):
         # "connection is closed", "pool is closing": the connection went away
         # mid-call. Other interface errors are misuse, and retrying hides them.
         return "clos" in str(error)
     # Refused, reset, unreachable, timed out: before Postgres says anything.
     return isinstance(error, OSError | TimeoutError)
+
+
+def is_transient(error: BaseException) -> bool:
+    if isinstance(error, asyncpg.PostgresError):
+        state = getattr(error, "sqlstate", None) or ""
+        if state in _TRANSIENT_STATES:
+            return True
+    return breaks_connection(error)
 
 
 def _is_permanent(error: BaseException) -> bool:

@@ -30,11 +30,17 @@ from typing import Any, Self, TypeVar
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from adapters.pgvector.errors import RetryPolicy, translated, with_retries
+from adapters.pgvector import vectors
+from adapters.pgvector.errors import (
+    RetryPolicy,
+    breaks_connection,
+    translated,
+    with_retries,
+)
 from adapters.pgvector.migrations import migrate
 from adapters.pgvector.operations import Operations
 from adapters.pgvector.sql import Statements, quote_identifier
-from adapters.pgvector.vectors import DELETE_BATCH, plan_search, plan_upsert
+from adapters.pgvector.vectors import plan_search, plan_upsert
 from contracts.domain import (
     EmbeddingIdentity,
     ErasureSweep,
@@ -58,6 +64,18 @@ async def _prepare_connection(
 ) -> None:
     await register_vector(conn, schema=extension_schema)
     await conn.execute(sql.create_stage)
+
+
+@asynccontextmanager
+async def _discarded_if_broken(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    """Close a connection that failed in a way that leaves it unusable, so the
+    pool opens a fresh one for the retry instead of handing this one out again."""
+    try:
+        yield
+    except BaseException as error:
+        if breaks_connection(error):
+            conn.terminate()
+        raise
 
 
 class PgVectorStore:
@@ -156,7 +174,7 @@ class PgVectorStore:
     async def _read(self, where: str, call: Callable[[Operations], Awaitable[T]]) -> T:
         async def attempt() -> T:
             with translated(where):
-                async with self._pool.acquire() as conn:
+                async with self._pool.acquire() as conn, _discarded_if_broken(conn):
                     return await call(self._ops(conn))
 
         return await with_retries(self._retry, attempt)
@@ -166,7 +184,11 @@ class PgVectorStore:
 
         async def attempt() -> T:
             with translated(where):
-                async with self._pool.acquire() as conn, conn.transaction():
+                async with (
+                    self._pool.acquire() as conn,
+                    _discarded_if_broken(conn),
+                    conn.transaction(),
+                ):
                     return await call(self._ops(conn))
 
         return await with_retries(self._retry, attempt)
@@ -197,10 +219,12 @@ class PgVectorStore:
                     await ops.lock(partition)
                     yield ops
                 except BaseException:
-                    # The original error matters; a failed rollback on a broken
-                    # connection only means the server already dropped it.
-                    with suppress(Exception):
+                    # The original error matters; a failed rollback means the
+                    # connection is broken: close it rather than pool it.
+                    try:
                         await transaction.rollback()
+                    except Exception:
+                        conn.terminate()
                     raise
                 with translated(f"{where} commit"):
                     await transaction.commit()
@@ -262,11 +286,12 @@ class PgVectorStore:
         tenant = valid_tenant_id(tenant_id)
         where = "pgvector.delete_by_tenant"
         for table in ("vectors", "vector_aliases"):
+            size = vectors.DELETE_BATCH
 
-            def batch(ops: Operations, table: str = table) -> Awaitable[int]:
-                return ops.delete_batch(tenant, table, DELETE_BATCH)
+            def batch(ops: Operations, table: str = table, size: int = size) -> Awaitable[int]:
+                return ops.delete_batch(tenant, table, size)
 
-            while await self._write(where, batch) == DELETE_BATCH:
+            while await self._write(where, batch) == size:
                 pass
         return await self._read(where, lambda ops: ops.sweep(tenant))
 

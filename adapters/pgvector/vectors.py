@@ -201,8 +201,9 @@ class VectorOps:
         return erasure_sweep(tenant, {"vectors": row["vectors"], "aliases": row["aliases"]})
 
     async def delete_by_tenant(self, tenant_id: TenantId) -> ErasureSweep:
+        size = DELETE_BATCH
         for table in ("vectors", "vector_aliases"):
-            while await self.delete_batch(tenant_id, table, DELETE_BATCH) == DELETE_BATCH:
+            while await self.delete_batch(tenant_id, table, size) == size:
                 pass
         return await self.sweep(tenant_id)
 

@@ -1,0 +1,102 @@
+"""The projection ledger's Cypher statements: checkpoints, rebuild markers,
+erasure tombstones and applied event ids. Parameters only, as in cypher.py.
+
+A checkpoint node exists from the first unit of work on its partition (its
+write lock is what serialises units of work), but holds a checkpoint only once
+``offset`` is set: a node without one reads as ``NO_CHECKPOINT``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: The first statement of every unit of work: writing a fresh token takes the
+#: node's write lock, held until commit or rollback, so a second unit of work on
+#: the partition (a zombie and its successor) waits here.
+LOCK_CHECKPOINT: Final = """
+MERGE (c:Checkpoint {topic: $topic, partition: $partition})
+SET c.lock = $token
+"""
+
+READ_CHECKPOINT: Final = """
+MATCH (c:Checkpoint {topic: $topic, partition: $partition})
+RETURN c.offset AS offset, c.topic_id AS topic_id
+"""
+
+#: Compare and advance in one statement, under the node's write lock (taken by
+#: ``SET c.lock`` before the offset is read). Writes only when the topic id
+#: matches and the offset does not move back; the caller raises otherwise.
+ADVANCE_CHECKPOINT: Final = """
+MERGE (c:Checkpoint {topic: $topic, partition: $partition})
+SET c.lock = $token
+WITH c, coalesce(c.offset, -1) AS before, coalesce(c.topic_id, '') AS stored_id
+WITH c, before, stored_id,
+     (stored_id = '' OR $topic_id = '' OR stored_id = $topic_id) AND $offset >= before AS ok
+FOREACH (_ IN CASE WHEN ok THEN [1] ELSE [] END |
+  SET c.offset = $offset, c.topic_id = CASE WHEN stored_id = '' THEN $topic_id ELSE stored_id END
+)
+RETURN before, stored_id
+"""
+
+CHECKPOINTS: Final = """
+MATCH (c:Checkpoint) WHERE c.offset IS NOT NULL
+RETURN c.topic AS topic, c.partition AS partition, c.offset AS offset
+"""
+
+REBUILD_MARKERS: Final = """
+MATCH (m:RebuildMarker {topic: $topic, partition: $partition})
+RETURN properties(m) AS m
+"""
+
+PUT_REBUILD_MARKER: Final = """
+MERGE (m:RebuildMarker {tenant_id: $tenant, topic: $topic, partition: $partition})
+SET m.topic_id = $topic_id, m.start_offset = $start_offset, m.end_offset = $end_offset,
+    m.applied_through = $applied_through, m.state = $state
+"""
+
+CLOSE_REBUILD_MARKER: Final = """
+OPTIONAL MATCH (m:RebuildMarker {tenant_id: $tenant, topic: $topic, partition: $partition})
+DELETE m
+RETURN count(m) AS closed
+"""
+
+IS_REBUILDING: Final = """
+RETURN EXISTS { MATCH (m:RebuildMarker {tenant_id: $tenant}) } AS rebuilding
+"""
+
+ERASURE_TOMBSTONE: Final = """
+MATCH (t:ErasureTombstone {tenant_id: $tenant})
+RETURN properties(t) AS t
+"""
+
+PUT_ERASURE_TOMBSTONE: Final = """
+MERGE (t:ErasureTombstone {tenant_id: $tenant})
+SET t.topic = $topic, t.partition = $partition, t.topic_id = $topic_id, t.offset = $offset
+"""
+
+APPLIED_EVENT_IDS: Final = """
+UNWIND $ids AS id
+MATCH (a:AppliedEvent {tenant_id: $tenant, event_id: id})
+RETURN a.event_id AS id
+"""
+
+RECORD_APPLIED_EVENTS: Final = """
+UNWIND $ids AS id
+MERGE (a:AppliedEvent {tenant_id: $tenant, event_id: id})
+SET a.applied_at = $applied_at
+"""
+
+# Batched like the tenant purge: a tenant's applied ids can be many.
+FORGET_APPLIED_EVENTS: Final = """
+MATCH (a:AppliedEvent {tenant_id: $tenant})
+WITH a LIMIT $batch
+DELETE a
+RETURN count(*) AS deleted
+"""
+
+EXPIRE_APPLIED_EVENTS: Final = """
+MATCH (a:AppliedEvent) WHERE a.applied_at < $older_than
+WITH a LIMIT $batch
+DELETE a
+RETURN count(*) AS deleted
+"""

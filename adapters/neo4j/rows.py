@@ -1,0 +1,153 @@
+"""Domain values <-> statement parameters and returned properties.
+
+Property representation: each entity or edge property is a native Neo4j
+property named ``p_<key>``. The prefix keeps event keys from colliding with the
+system properties (``tenant_id``, ``id``, ``name``, ``type``, ...), which never
+start with it. Native values keep their kinds: Integer, Float, Boolean, String
+and homogeneous lists of those round-trip as int, float, bool, str and lists;
+an empty list is stored untyped and reads back as ``[]``, which equals an empty
+list of any kind, so nothing is lost. ``SET x += $props`` then merges key by key
+inside the store, the port's upsert rule, with no read-modify-write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from contracts.domain import (
+    PROPERTY_KEY_PATTERN,
+    Alias,
+    Entity,
+    Properties,
+    RebuildMarker,
+    Relationship,
+    RelationshipKey,
+    StreamPartition,
+)
+from contracts.ids import EntityId, TenantId
+
+PREFIX = "p_"
+_PREFIX_LENGTH = len(PREFIX)
+
+
+def order_key(entity_id: str) -> str:
+    """A string that Neo4j orders the way Python orders ids.
+
+    Neo4j compares strings by UTF-16 code unit, so an astral character sorts
+    below U+E000..U+FFFF; the port orders by code point. UTF-8 bytes order by
+    code point, and read as Latin-1 each byte is one code unit: comparing these
+    strings compares the UTF-8 bytes. An ASCII id is its own key.
+    """
+    return entity_id.encode("utf-8").decode("latin-1")
+
+
+def encode_properties(properties: Mapping[str, Any], where: str) -> dict[str, Any]:
+    encoded: dict[str, Any] = {}
+    for key, value in properties.items():
+        # The contract checked this at construction; a caller may have added a
+        # key to the (mutable) dict since, and keys become property names.
+        if not PROPERTY_KEY_PATTERN.fullmatch(key):
+            raise ValueError(
+                f"{where}: property key {key!r} must match {PROPERTY_KEY_PATTERN.pattern}"
+            )
+        encoded[PREFIX + key] = value
+    return encoded
+
+
+def decode_properties(stored: Mapping[str, Any]) -> Properties:
+    return {k[_PREFIX_LENGTH:]: v for k, v in stored.items() if k.startswith(PREFIX)}
+
+
+def merged_in_order(entities: Iterable[Entity]) -> list[Entity]:
+    """One entity per id, folding repeats in order (newer wins), sorted by id
+    so that concurrent writers lock nodes in the same order."""
+    by_id: dict[EntityId, Entity] = {}
+    for entity in entities:
+        earlier = by_id.get(entity.id)
+        by_id[entity.id] = entity if earlier is None else earlier.merged_with(entity)
+    return [by_id[i] for i in sorted(by_id)]
+
+
+def entity_row(entity: Entity) -> dict[str, Any]:
+    return {
+        "id": entity.id,
+        "name": entity.name,
+        "type": entity.type,
+        "blocking_key": entity.blocking_key,
+        "order_key": order_key(entity.id),
+        "props": encode_properties(entity.properties, f"entity {entity.id!r}"),
+    }
+
+
+def entity_from(stored: Mapping[str, Any]) -> Entity:
+    return Entity(
+        tenant_id=TenantId(stored["tenant_id"]),
+        id=EntityId(stored["id"]),
+        name=stored["name"],
+        type=stored["type"],
+        properties=decode_properties(stored),
+    )
+
+
+def merged_edges_in_order(relationships: Iterable[Relationship]) -> list[Relationship]:
+    by_key: dict[RelationshipKey, Relationship] = {}
+    for rel in relationships:
+        earlier = by_key.get(rel.key)
+        by_key[rel.key] = rel if earlier is None else earlier.merged_with(rel)
+    return [by_key[k] for k in sorted(by_key)]
+
+
+def edge_rows(
+    relationships: Sequence[Relationship],
+) -> tuple[list[EntityId], list[dict[str, Any]]]:
+    """The sorted distinct endpoints, and one row per edge addressing them by index."""
+    endpoints = sorted({end for rel in relationships for end in (rel.source_id, rel.target_id)})
+    index = {end: i for i, end in enumerate(endpoints)}
+    rows = [
+        {
+            "s": index[rel.source_id],
+            "t": index[rel.target_id],
+            "type": rel.type,
+            "confidence": rel.confidence,
+            "props": encode_properties(rel.properties, f"relationship {rel.key}"),
+        }
+        for rel in relationships
+    ]
+    return endpoints, rows
+
+
+def relationship_from(record: Mapping[str, Any]) -> Relationship:
+    stored = record["r"]
+    return Relationship(
+        tenant_id=TenantId(stored["tenant_id"]),
+        source_id=EntityId(record["source"]),
+        target_id=EntityId(record["target"]),
+        type=stored["type"],
+        confidence=stored["confidence"],
+        properties=decode_properties(stored),
+    )
+
+
+def alias_from(record: Mapping[str, Any], canonical_id: EntityId) -> Alias:
+    return Alias(
+        tenant_id=TenantId(record["tenant_id"]),
+        alias_id=EntityId(record["alias_id"]),
+        canonical_id=canonical_id,
+        reason=record["reason"],
+    )
+
+
+def partition_params(partition: StreamPartition) -> dict[str, Any]:
+    return {"topic": partition.topic, "partition": partition.partition}
+
+
+def marker_from(stored: Mapping[str, Any]) -> RebuildMarker:
+    return RebuildMarker(
+        tenant_id=TenantId(stored["tenant_id"]),
+        partition=StreamPartition(stored["topic"], stored["partition"], stored["topic_id"]),
+        start_offset=stored["start_offset"],
+        end_offset=stored["end_offset"],
+        applied_through=stored["applied_through"],
+        state=stored["state"],
+    )

@@ -1,0 +1,155 @@
+"""Where a statement runs, and what its failures mean to a caller.
+
+The store's methods are written once (``Neo4jGraphView``) against a
+``Runner``: either ``ManagedRunner``, which runs each statement as its own
+managed transaction (a direct call on the store), or ``TransactionRunner``,
+which runs it inside a unit of work's open transaction.
+
+Error policy:
+
+- Transient failures (``ServiceUnavailable``, ``SessionExpired``,
+  ``TransientError`` including deadlocks) of a direct call are retried by the
+  driver's managed transactions, with exponential backoff and jitter, for up to
+  ``max_transaction_retry_time`` (30 s by default); if they persist they surface
+  as ``TransientStoreError``.
+- Inside a unit of work nothing can be retried transparently: the caller's
+  code between statements is part of the transaction. A transient failure there
+  surfaces as ``TransientStoreError`` and the transaction is rolled back; the
+  caller (the projector agent) retries the whole batch, which the checkpoint
+  fence makes safe even when a commit's outcome was unknown.
+- A ``ClientError`` (a value the database refuses) is permanent:
+  ``PermanentStoreError`` naming the tenant and the ids of the call.
+- Anything else (a server bug, a closed driver) propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, LiteralString, Protocol
+
+from neo4j import AsyncDriver, AsyncTransaction, Record, RoutingControl
+from neo4j.exceptions import ClientError, DriverError, IncompleteCommit, Neo4jError
+
+from contracts.errors import PermanentStoreError, TransientStoreError
+
+_IDS_SHOWN = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Blame:
+    """What a failure names: the call's tenant (None for the ledger) and ids."""
+
+    what: str
+    tenant: str | None = None
+    ids: Sequence[str] = ()
+
+    def __str__(self) -> str:
+        parts = [self.what]
+        if self.tenant is not None:
+            parts.append(f"tenant {self.tenant!r}")
+        if self.ids:
+            shown = ", ".join(map(repr, self.ids[:_IDS_SHOWN]))
+            more = f" and {len(self.ids) - _IDS_SHOWN} more" if len(self.ids) > _IDS_SHOWN else ""
+            parts.append(f"ids {shown}{more}")
+        return ", ".join(parts)
+
+
+def translate(exc: Neo4jError | DriverError, blame: Blame) -> Exception:
+    # An incomplete commit is not retryable by the driver (the commit may have
+    # happened), but a batch retried above the store is: the checkpoint fence
+    # skips whatever did commit.
+    if exc.is_retryable() or isinstance(exc, IncompleteCommit):
+        return TransientStoreError(f"neo4j is briefly unavailable ({blame}): {exc}")
+    if isinstance(exc, ClientError):
+        return PermanentStoreError(f"neo4j refused {blame}: {exc.code}: {exc.message}")
+    return exc
+
+
+class Runner(Protocol):
+    async def run(
+        self, query: LiteralString, params: dict[str, Any], *, write: bool, blame: Blame
+    ) -> list[Record]: ...
+
+
+class ManagedRunner:
+    """Each statement is its own managed transaction, retried by the driver."""
+
+    def __init__(self, driver: AsyncDriver, database: str, holders: set[asyncio.Task[Any]]) -> None:
+        self._driver = driver
+        self._database = database
+        self._holders = holders
+        self._closed = False
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the graph store is closed")
+
+    def close(self) -> bool:
+        """Refuse further calls; True the first time."""
+        first, self._closed = not self._closed, True
+        return first
+
+    async def run(
+        self, query: LiteralString, params: dict[str, Any], *, write: bool, blame: Blame
+    ) -> list[Record]:
+        self.check_open()
+        if write and asyncio.current_task() in self._holders:
+            # The unit of work this task holds may hold the locks this write
+            # needs: waiting would hang the task on itself.
+            raise RuntimeError(
+                "this task holds a unit of work on the graph store; "
+                "make the write through that unit of work"
+            )
+        try:
+            records, _, _ = await self._driver.execute_query(
+                query,
+                params,
+                database_=self._database,
+                routing_=RoutingControl.WRITE if write else RoutingControl.READ,
+            )
+        except (Neo4jError, DriverError) as exc:
+            raise translate(exc, blame) from exc
+        return records
+
+
+class TransactionRunner:
+    """Statements of one unit of work, on its explicit transaction."""
+
+    def __init__(self, tx: AsyncTransaction) -> None:
+        self._tx: AsyncTransaction | None = tx
+
+    def _open(self) -> AsyncTransaction:
+        if self._tx is None:
+            raise RuntimeError("this unit of work has ended; open a new one")
+        return self._tx
+
+    async def run(
+        self, query: LiteralString, params: dict[str, Any], *, write: bool, blame: Blame
+    ) -> list[Record]:
+        tx = self._open()
+        try:
+            result = await tx.run(query, params)
+            return [record async for record in result]
+        except (Neo4jError, DriverError) as exc:
+            raise translate(exc, blame) from exc
+
+    async def commit(self) -> None:
+        tx = self._open()
+        self._tx = None
+        try:
+            await tx.commit()
+        except (Neo4jError, DriverError) as exc:
+            raise translate(exc, Blame("commit")) from exc
+
+    async def rollback(self) -> None:
+        tx, self._tx = self._tx, None
+        if tx is None:
+            return
+        # The error that made us roll back is the one worth raising; a failed
+        # transaction is rolled back by the server anyway, and closing the
+        # session releases whatever is left.
+        with contextlib.suppress(Neo4jError, DriverError, OSError):
+            await tx.rollback()

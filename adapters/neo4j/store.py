@@ -1,0 +1,111 @@
+"""``Neo4jGraphStore``: the ProjectedGraphStore on the official async driver.
+
+Open it with ``await Neo4jGraphStore.open(uri, user, password)``, which checks
+connectivity and bootstraps the schema. Direct calls each run as their own
+managed transaction; ``unit_of_work(partition)`` is one explicit transaction
+that starts by write-locking the partition's checkpoint node, so two units of
+work on a partition (a zombie worker and its successor) run one after the other
+and the checkpoint is compared and advanced under that lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Self
+
+from neo4j import AsyncDriver, AsyncGraphDatabase, NotificationMinimumSeverity
+from neo4j.exceptions import DriverError, Neo4jError
+
+from adapters.neo4j.ledger_cypher import LOCK_CHECKPOINT
+from adapters.neo4j.rows import partition_params
+from adapters.neo4j.runner import Blame, ManagedRunner, TransactionRunner, translate
+from adapters.neo4j.schema import bootstrap
+from adapters.neo4j.view import Neo4jGraphView
+from contracts.domain import StreamPartition
+
+if TYPE_CHECKING:
+    from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
+
+DEFAULT_DATABASE = "neo4j"
+
+
+class Neo4jGraphStore(Neo4jGraphView):
+    """The store over a driver. ``owns_driver``: close the driver on ``aclose``."""
+
+    def __init__(
+        self, driver: AsyncDriver, database: str = DEFAULT_DATABASE, *, owns_driver: bool = True
+    ) -> None:
+        # Tasks inside a unit of work: a direct write from one would wait on
+        # locks its own transaction holds.
+        self._holders: set[asyncio.Task[Any]] = set()
+        self._managed = ManagedRunner(driver, database, self._holders)
+        super().__init__(self._managed)
+        self._driver = driver
+        self._database = database
+        self._owns_driver = owns_driver
+
+    @classmethod
+    async def open(
+        cls,
+        uri: str,
+        user: str,
+        password: str,
+        *,
+        database: str = DEFAULT_DATABASE,
+        **driver_config: Any,
+    ) -> Self:
+        """Connect, bootstrap the schema (idempotent), and return the store."""
+        # Schema notifications ("property key does not exist" on a young
+        # database) are noise for a store whose statements are fixed.
+        driver_config.setdefault("notifications_min_severity", NotificationMinimumSeverity.OFF)
+        driver = AsyncGraphDatabase.driver(uri, auth=(user, password), **driver_config)
+        try:
+            await driver.verify_connectivity()
+            await bootstrap(driver, database)
+        except BaseException:
+            await driver.close()
+            raise
+        return cls(driver, database)
+
+    @asynccontextmanager
+    async def unit_of_work(self, partition: StreamPartition) -> AsyncIterator[GraphUnitOfWork]:
+        self._managed.check_open()
+        task = asyncio.current_task()
+        if task is None or task in self._holders:
+            raise RuntimeError(
+                "this task already holds a unit of work on the graph store; "
+                "make the call through that unit of work"
+            )
+        self._holders.add(task)
+        try:
+            async with self._driver.session(database=self._database) as session:
+                try:
+                    tx = await session.begin_transaction()
+                except (Neo4jError, DriverError) as exc:
+                    raise translate(exc, Blame("begin a unit of work")) from exc
+                runner = TransactionRunner(tx)
+                try:
+                    params = {**partition_params(partition), "token": uuid.uuid4().hex}
+                    await runner.run(
+                        LOCK_CHECKPOINT, params, write=True, blame=Blame("lock the checkpoint")
+                    )
+                    yield Neo4jGraphView(runner)
+                    await runner.commit()
+                except BaseException:
+                    await runner.rollback()
+                    raise
+        finally:
+            self._holders.discard(task)
+
+    async def aclose(self) -> None:
+        if self._managed.close() and self._owns_driver:
+            await self._driver.close()
+
+
+if TYPE_CHECKING:
+    # mypy proves the store and its units of work conform to the ports.
+    _store: type[ProjectedGraphStore] = Neo4jGraphStore
+    _unit: type[GraphUnitOfWork] = Neo4jGraphView

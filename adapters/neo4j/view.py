@@ -1,0 +1,321 @@
+"""GraphStore and ProjectionLedger on Neo4j, written once against a ``Runner``.
+
+``Neo4jGraphStore`` is this class over a managed runner (each statement its own
+transaction); a unit of work is this class over the open transaction. Every
+method is one statement (the batched deletes repeat one), so a direct call is
+atomic and a unit of work costs one round trip per call whatever the number of
+rows.
+
+Each method binds the tenant it names (adapters.isolation), refuses values of
+another tenant before any I/O, filters by the tenant inside the statement, and
+checks every returned record's tenant: a foreign one raises
+``TenantIsolationError`` and nothing is returned.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Self
+
+from adapters.isolation import Partition, erasure_sweep, tenant_scope
+from adapters.neo4j import cypher as q
+from adapters.neo4j.ledger import LedgerOps
+from adapters.neo4j.rows import (
+    alias_from,
+    edge_rows,
+    entity_from,
+    entity_row,
+    merged_edges_in_order,
+    merged_in_order,
+    relationship_from,
+)
+from adapters.neo4j.runner import Blame
+from contracts.domain import Alias, Entity, ErasureSweep, Relationship, RelationshipKey
+from contracts.errors import AliasCycleError, MissingEntityError, PermanentStoreError
+from contracts.ids import EntityId, TenantId
+
+
+def _tenant_of(record: Entity | Relationship | Alias) -> TenantId:
+    return record.tenant_id
+
+
+def _by_id(entity: Entity) -> EntityId:
+    return entity.id
+
+
+def _by_key(rel: Relationship) -> RelationshipKey:
+    return rel.key
+
+
+@contextmanager
+def _scoped(tenant_id: TenantId, method: str) -> Iterator[Partition]:
+    with tenant_scope(tenant_id):
+        yield Partition.current(where=f"neo4j.graph.{method}")
+
+
+class Neo4jGraphView(LedgerOps):
+    async def aclose(self) -> None:
+        """A unit of work ends with its ``async with``; there is nothing to release."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _run(
+        self, query: Any, part: Partition, *, write: bool, blamed: Sequence[str] = (), **params: Any
+    ) -> list[Any]:
+        blame = Blame(part.where, part.tenant, blamed)
+        return await self._runner.run(
+            query, {"tenant": part.tenant, **params}, write=write, blame=blame
+        )
+
+    def _entities(self, part: Partition, records: Iterable[Any]) -> list[Entity]:
+        return part.only((entity_from(r["e"]) for r in records), _tenant_of)
+
+    def _edges(self, part: Partition, records: Iterable[Any]) -> list[Relationship]:
+        edges: list[Relationship] = []
+        for record in records:
+            part.check(record["source_tenant"])
+            part.check(record["target_tenant"])
+            edges.append(relationship_from(record))
+        return sorted(part.only(edges, _tenant_of), key=_by_key)
+
+    # EntityReader
+
+    async def get_entity(self, tenant_id: TenantId, entity_id: EntityId) -> Entity | None:
+        with _scoped(tenant_id, "get_entity") as part:
+            records = await self._run(q.GET_ENTITIES, part, write=False, ids=[entity_id])
+            found = self._entities(part, records)
+            return found[0] if found else None
+
+    async def get_entities(
+        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
+    ) -> list[Entity]:
+        with _scoped(tenant_id, "get_entities") as part:
+            ids = sorted(set(entity_ids))
+            if not ids:
+                return []
+            records = await self._run(q.GET_ENTITIES, part, write=False, ids=ids)
+            return sorted(self._entities(part, records), key=_by_id)
+
+    async def find_entities(
+        self, tenant_id: TenantId, entity_type: str | None = None, limit: int = 1000
+    ) -> list[Entity]:
+        if limit < 0:
+            raise ValueError(f"limit must not be negative, got {limit}")
+        with _scoped(tenant_id, "find_entities") as part:
+            records = await self._run(
+                q.FIND_ENTITIES, part, write=False, type=entity_type, limit=limit
+            )
+            return sorted(self._entities(part, records), key=_by_id)
+
+    async def find_by_blocking_key(self, tenant_id: TenantId, key: str) -> list[Entity]:
+        return (await self.find_by_blocking_keys(tenant_id, [key]))[key]
+
+    async def find_by_blocking_keys(
+        self, tenant_id: TenantId, keys: Iterable[str]
+    ) -> dict[str, list[Entity]]:
+        with _scoped(tenant_id, "find_by_blocking_keys") as part:
+            answer: dict[str, list[Entity]] = {key: [] for key in keys}
+            if not answer:
+                return answer
+            records = await self._run(
+                q.FIND_BY_BLOCKING_KEYS, part, write=False, keys=sorted(answer)
+            )
+            for record in records:
+                answer[record["key"]].extend(self._entities(part, [record]))
+            return {key: sorted(found, key=_by_id) for key, found in answer.items()}
+
+    # EntityWriter
+
+    async def upsert_entity(self, tenant_id: TenantId, entity: Entity) -> None:
+        await self.upsert_entities(tenant_id, [entity])
+
+    async def upsert_entities(self, tenant_id: TenantId, entities: Sequence[Entity]) -> None:
+        with _scoped(tenant_id, "upsert_entities") as part:
+            merged = merged_in_order(part.only(entities, _tenant_of))
+            if not merged:
+                return
+            rows = [entity_row(e) for e in merged]
+            ids = [e.id for e in merged]
+            await self._run(q.UPSERT_ENTITIES, part, write=True, blamed=ids, rows=rows)
+
+    # AliasStore
+
+    async def upsert_alias(self, tenant_id: TenantId, alias: Alias) -> None:
+        with _scoped(tenant_id, "upsert_alias") as part:
+            part.only([alias], _tenant_of)
+            await self._run(
+                q.UPSERT_ALIAS,
+                part,
+                write=True,
+                blamed=[alias.alias_id, alias.canonical_id],
+                alias_id=alias.alias_id,
+                canonical_id=alias.canonical_id,
+                reason=alias.reason,
+                token=uuid.uuid4().hex,
+            )
+
+    async def remove_alias(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
+        with _scoped(tenant_id, "remove_alias") as part:
+            records = await self._run(
+                q.REMOVE_ALIAS, part, write=True, blamed=[alias_id], alias_id=alias_id
+            )
+            return bool(records[0]["removed"])
+
+    async def find_aliases(self, tenant_id: TenantId, canonical_id: EntityId) -> list[Alias]:
+        with _scoped(tenant_id, "find_aliases") as part:
+            records = await self._run(q.FIND_ALIASES, part, write=False, canonical_id=canonical_id)
+            for record in records:
+                part.check(record["alias_tenant"])
+            aliases = part.only((alias_from(r, canonical_id) for r in records), _tenant_of)
+            return sorted(aliases, key=lambda a: a.alias_id)
+
+    async def resolve_entity_ids(
+        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
+    ) -> dict[EntityId, EntityId]:
+        with _scoped(tenant_id, "resolve_entity_ids") as part:
+            asked = list(dict.fromkeys(entity_ids))
+            if not asked:
+                return {}
+            records = await self._run(q.RESOLVE, part, write=False, ids=asked)
+            walks = {r["id"]: r for r in records}
+            resolved: dict[EntityId, EntityId] = {}
+            for start in asked:
+                walk = walks[start]
+                for found in walk["tenants"]:
+                    part.check(found)
+                ends = set(walk["ends"])
+                if not walk["is_alias"]:
+                    resolved[start] = start
+                elif not ends:
+                    # An outgoing alias edge and no chain end: the walk met a cycle.
+                    raise AliasCycleError(part.tenant, start)
+                elif len(ends) > 1:
+                    raise PermanentStoreError(
+                        f"tenant {part.tenant!r}: alias chain of {start!r} forks into "
+                        f"{sorted(ends)}; an id has at most one canonical (corrupt store)"
+                    )
+                else:
+                    resolved[start] = EntityId(ends.pop())
+            return resolved
+
+    # RelationshipStore
+
+    async def upsert_relationships(
+        self, tenant_id: TenantId, relationships: Sequence[Relationship]
+    ) -> None:
+        with _scoped(tenant_id, "upsert_relationships") as part:
+            merged = merged_edges_in_order(part.only(relationships, _tenant_of))
+            if not merged:
+                return
+            endpoints, rows = edge_rows(merged)
+            records = await self._run(
+                q.UPSERT_RELATIONSHIPS,
+                part,
+                write=True,
+                blamed=endpoints,
+                endpoints=endpoints,
+                rows=rows,
+            )
+            missing = records[0]["missing"]
+            if missing:
+                raise MissingEntityError(part.tenant, missing)
+
+    async def delete_relationships(
+        self, tenant_id: TenantId, keys: Iterable[RelationshipKey]
+    ) -> int:
+        with _scoped(tenant_id, "delete_relationships") as part:
+            distinct = sorted(set(keys))
+            if not distinct:
+                return 0
+            rows = [{"source": s, "target": t, "type": type_} for s, t, type_ in distinct]
+            ids = sorted({end for s, t, _ in distinct for end in (s, t)})
+            records = await self._run(
+                q.DELETE_RELATIONSHIPS, part, write=True, blamed=ids, keys=rows
+            )
+            return int(records[0]["deleted"])
+
+    async def get_relationship(
+        self, tenant_id: TenantId, key: RelationshipKey
+    ) -> Relationship | None:
+        with _scoped(tenant_id, "get_relationship") as part:
+            source, target, type_ = key
+            records = await self._run(
+                q.GET_RELATIONSHIP,
+                part,
+                write=False,
+                source=source,
+                target=target,
+                type=type_,
+            )
+            found = self._edges(part, records)
+            return found[0] if found else None
+
+    async def get_relationships(
+        self,
+        tenant_id: TenantId,
+        source_id: EntityId | None = None,
+        target_id: EntityId | None = None,
+        rel_type: str | None = None,
+    ) -> list[Relationship]:
+        with _scoped(tenant_id, "get_relationships") as part:
+            if source_id is not None:
+                query = q.GET_RELATIONSHIPS_FROM
+            elif target_id is not None:
+                query = q.GET_RELATIONSHIPS_TO
+            else:
+                query = q.GET_RELATIONSHIPS_ALL
+            records = await self._run(
+                query, part, write=False, source=source_id, target=target_id, type=rel_type
+            )
+            return self._edges(part, records)
+
+    async def get_relationships_for(
+        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
+    ) -> list[Relationship]:
+        with _scoped(tenant_id, "get_relationships_for") as part:
+            ids = sorted(set(entity_ids))
+            if not ids:
+                return []
+            records = await self._run(q.GET_RELATIONSHIPS_FOR, part, write=False, ids=ids)
+            return self._edges(part, records)
+
+    async def neighbors(self, tenant_id: TenantId, entity_id: EntityId) -> list[Entity]:
+        with _scoped(tenant_id, "neighbors") as part:
+            records = await self._run(q.NEIGHBORS, part, write=False, id=entity_id)
+            for record in records:
+                for found in record["edge_tenants"]:
+                    part.check(found)
+            return sorted(self._entities(part, records), key=_by_id)
+
+    # TenantPurge
+
+    async def delete_by_tenant(self, tenant_id: TenantId) -> ErasureSweep:
+        with _scoped(tenant_id, "delete_by_tenant") as part:
+            blame = Blame(part.where, part.tenant)
+            params = {"tenant": part.tenant}
+            # Edges first, by their own index, so each entity batch is plain deletes.
+            for query in (
+                q.DELETE_TENANT_RELATIONSHIPS,
+                q.DELETE_TENANT_ENTITIES,
+                q.DELETE_TENANT_ALIASES,
+            ):
+                await self._delete_in_batches(query, params, blame)
+            counted = (await self._run(q.COUNT_TENANT, part, write=False))[0]
+            remaining = {
+                "entities": int(counted["entities"]),
+                "relationships": int(counted["relationships"]),
+                "aliases": int(counted["aliases"]),
+            }
+            return erasure_sweep(part.tenant, remaining)

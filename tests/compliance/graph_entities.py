@@ -65,6 +65,17 @@ class EntityTier:
         assert await store.find_entities(t, "Place") == []
         assert await store.find_entities(t, limit=0) == []
 
+    async def test_find_entities_limits_in_code_point_order(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        # Java (so Neo4j) orders strings by UTF-16 code unit, which puts an astral
+        # character before U+E000..U+FFFF; the port orders by code point, and a
+        # limit must cut that order, not the store's.
+        t = fresh_tenant()
+        await store.upsert_entities(t, [ent(t, i) for i in ("\U0001f600", "\uff21", "z")])
+        assert [e.id for e in await store.find_entities(t, limit=2)] == ["z", "\uff21"]
+        assert [e.id for e in await store.find_entities(t)] == ["z", "\uff21", "\U0001f600"]
+
     async def test_find_entities_of_an_empty_tenant_is_empty(
         self, store: ProjectedGraphStore
     ) -> None:

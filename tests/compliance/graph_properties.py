@@ -12,7 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts.domain import Entity, Relationship, RelationshipKey, blocking_key
+from contracts.domain import (
+    Entity,
+    Properties,
+    Relationship,
+    RelationshipKey,
+    blocking_key,
+)
 from contracts.errors import AliasCycleError
 from contracts.ids import EntityId
 from contracts.ports.graph import ProjectedGraphStore
@@ -22,6 +28,7 @@ from tests.compliance.strategies import (
     entities,
     entity_ids,
     pooled_ids,
+    property_dicts,
     relationships,
     under,
 )
@@ -36,7 +43,43 @@ def _model_resolve(model: dict[EntityId, EntityId], start: EntityId) -> EntityId
     return current
 
 
+def _kinds(properties: Properties) -> dict[str, object]:
+    """Each value's kind (and its items' kinds): equality alone cannot tell 1
+    from 1.0 from True, so a store that changed kinds would still compare equal."""
+    return {
+        key: (list, [type(item) for item in value]) if isinstance(value, list) else type(value)
+        for key, value in properties.items()
+    }
+
+
 class PropertyTier:
+    @PER_EXAMPLE
+    @given(
+        drawn=st.lists(
+            entities(st.sampled_from(_POOL)), min_size=2, max_size=4, unique_by=lambda e: e.id
+        ),
+        edge_properties=property_dicts,
+        confidence=st.sampled_from([0, 1]) | st.floats(0.0, 1.0),
+    )
+    async def test_property_values_keep_their_kinds(
+        self,
+        store: ProjectedGraphStore,
+        drawn: list[Entity],
+        edge_properties: Properties,
+        confidence: float,
+    ) -> None:
+        t = fresh_tenant()
+        people = [under(e, t) for e in drawn]
+        await store.upsert_entities(t, people)
+        edge = Relationship(t, people[0].id, people[1].id, "KNOWS", confidence, edge_properties)
+        await store.upsert_relationships(t, [edge])
+        for person in people:
+            stored = await store.get_entity(t, person.id)
+            assert stored is not None and _kinds(stored.properties) == _kinds(person.properties)
+        read = await store.get_relationship(t, edge.key)
+        assert read is not None and _kinds(read.properties) == _kinds(edge_properties)
+        assert type(read.confidence) is type(confidence)
+
     @PER_EXAMPLE
     @given(batches=st.lists(st.lists(entities(), max_size=4), max_size=5))
     async def test_entity_upserts_agree_with_a_dict_model(

@@ -11,6 +11,8 @@
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.util.HexFormat;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 
@@ -37,6 +39,7 @@ public final class Neo4jLauncher {
         String password = Files.readString(Path.of(args[2]), StandardCharsets.UTF_8).strip();
         long pagecacheMb = Long.parseLong(args[3]);
 
+        long began = System.nanoTime();
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
                 .setConfig(GraphDatabaseSettings.auth_enabled, true)
                 .setConfig(GraphDatabaseSettings.pagecache_memory, ByteUnit.mebiBytes(pagecacheMb))
@@ -47,6 +50,7 @@ public final class Neo4jLauncher {
                 .setConfig(HttpsConnector.enabled, false)
                 .build();
 
+        System.out.printf("neo4j-launcher: DBMS started in %.1fs%n", seconds(began));
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             System.out.println("neo4j-launcher: shutting down");
@@ -55,19 +59,33 @@ public final class Neo4jLauncher {
         }, "neo4j-launcher-shutdown"));
 
         try {
-            setPassword(dbms.database(GraphDatabaseSettings.SYSTEM_DATABASE_NAME), password);
-        } catch (RuntimeException e) {
+            setPassword(
+                    dbms.database(GraphDatabaseSettings.SYSTEM_DATABASE_NAME),
+                    password,
+                    home.resolve("data").resolve("redstring-password.sha256"));
+        } catch (Exception e) {
             e.printStackTrace();
             System.err.println("neo4j-launcher: could not set the password of user neo4j, stopping");
             System.exit(1);  // runs the shutdown hook
         }
 
-        System.out.println("neo4j-launcher: ready, bolt://127.0.0.1:" + boltPort);
+        System.out.printf("neo4j-launcher: ready in %.1fs, bolt://127.0.0.1:%d%n", seconds(began), boltPort);
         System.out.flush();
         stopped.await();
     }
 
-    private static void setPassword(GraphDatabaseService system, String password) {
+    private static double seconds(long since) {
+        return (System.nanoTime() - since) / 1e9;
+    }
+
+    private static void setPassword(GraphDatabaseService system, String password, Path marker)
+            throws Exception {
+        // ALTER USER costs seconds on a cold JVM: skip it when this password was set before.
+        String digest = HexFormat.of().formatHex(
+                MessageDigest.getInstance("SHA-256").digest(password.getBytes(StandardCharsets.UTF_8)));
+        if (Files.isRegularFile(marker) && Files.readString(marker).strip().equals(digest)) {
+            return;
+        }
         try {
             system.executeTransactionally(
                     "ALTER USER neo4j SET PASSWORD $password CHANGE NOT REQUIRED",
@@ -79,5 +97,6 @@ public final class Neo4jLauncher {
                 throw e;
             }
         }
+        Files.writeString(marker, digest + "\n");
     }
 }

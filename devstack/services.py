@@ -382,6 +382,11 @@ class Postgres(Service):
         bin_dir = postgres_bin_dir()
         uid, gid = self._os_user()
         self.home.mkdir(parents=True, exist_ok=True)
+        if uid is not None:
+            # The unprivileged user must reach the binaries and the data directory
+            # (a checkout under a 0700 home, say): grant traversal (o+x) only.
+            _ensure_traversable(bin_dir.parent / "lib", uid)
+            _ensure_traversable(self.home, uid)
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "LANG": "C"}
         if not (self.data / "PG_VERSION").is_file():
@@ -468,6 +473,13 @@ class Postgres(Service):
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _ensure_traversable(path: Path, uid: int) -> None:
+    for directory in [path, *path.parents]:
+        info = directory.stat()
+        if info.st_uid != uid and not info.st_mode & 0o001:
+            os.chmod(directory, info.st_mode | 0o001)
 
 
 def _write_argfile(path: Path, classpath: list[str]) -> Path:

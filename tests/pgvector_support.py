@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncpg
 
+from adapters.memory.graph import InMemoryGraphStore
 from adapters.pgvector import PgVectorStore
 from contracts.domain import EmbeddingIdentity
+from contracts.ports.graph import ProjectedGraphStore
+from contracts.ports.vector import ProjectedVectorStore
 
 
 class PgStores:
@@ -40,6 +43,70 @@ class PgStores:
         conn = await asyncpg.connect(self.dsn)
         try:
             for schema in schemas:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+
+class ScenarioVectorStores:
+    """A ``StoreFactory`` (tests/scenarios/stores.py) whose vector stores are
+    PgVectorStores; the graph side stays the in-memory reference.
+
+    Every ``vector()`` call gets its own schema, so stores alive at once in one
+    case (a rebuild into fresh stores) never share rows or checkpoints. Schemas
+    are reused across cases: ``release`` closes the case's stores and empties
+    their schemas (TRUNCATE is far cheaper than creating tables again).
+    """
+
+    def __init__(self, dsn: str, prefix: str) -> None:
+        self.dsn = dsn
+        self.prefix = prefix
+        self._free: list[str] = []
+        self._made: list[str] = []
+        self._live: list[PgVectorStore] = []
+
+    async def graph(self) -> ProjectedGraphStore:
+        return InMemoryGraphStore()
+
+    async def vector(self, identity: EmbeddingIdentity) -> ProjectedVectorStore:
+        if self._free:
+            schema = self._free.pop()
+        else:
+            schema = f"{self.prefix}_{len(self._made)}"
+            self._made.append(schema)
+        store = await PgVectorStore.open(self.dsn, identity, schema=schema, max_size=4)
+        self._live.append(store)
+        return store
+
+    @property
+    def live(self) -> int:
+        """How many PgVectorStores the current case has opened."""
+        return len(self._live)
+
+    async def release(self) -> None:
+        """Close this case's stores and wipe their schemas for the next case."""
+        live, self._live = self._live, []
+        for store in live:
+            await store.aclose()
+        if not live:
+            return
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            for store in live:
+                s = f'"{store.schema}"'
+                await conn.execute(
+                    f"TRUNCATE {s}.vectors, {s}.vector_aliases, {s}.checkpoints, "
+                    f"{s}.rebuild_markers, {s}.tombstones, {s}.applied_events"
+                )
+                self._free.append(store.schema)
+        finally:
+            await conn.close()
+
+    async def drop_all(self) -> None:
+        await self.release()
+        conn = await asyncpg.connect(self.dsn)
+        try:
+            for schema in self._made:
                 await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         finally:
             await conn.close()

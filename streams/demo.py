@@ -160,7 +160,13 @@ def demo_command(keep_topic: bool) -> None:
             finally:
                 await stores.aclose()
 
-        asyncio.run(publish_and_wait())
+        try:
+            asyncio.run(publish_and_wait())
+        except TimeoutError as exc:
+            state = "exited" if worker.poll() is not None else "still running"
+            raise click.ClickException(
+                f"{exc} (the demo's worker {state}; its logs are above)"
+            ) from None
         click.echo(f"projected in {time.monotonic() - started:.1f}s (worker start included)")
         asyncio.run(_show(settings))
     finally:

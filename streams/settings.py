@@ -78,6 +78,8 @@ class Settings(BaseSettings):
         config: dict[str, Any] = {
             "bootstrap.servers": self.kafka_bootstrap,
             "security.protocol": self.kafka_security_protocol,
+            # librdkafka's informational lines (level 6) are noise on a terminal.
+            "log_level": 4,
         }
         if self.kafka_sasl_mechanism:
             config["sasl.mechanism"] = self.kafka_sasl_mechanism

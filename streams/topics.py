@@ -7,6 +7,7 @@ tenants between partitions and breaks their order and checkpoints.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,7 +95,7 @@ def describe_topic(settings: Settings, name: str | None = None) -> TopicInfo:
     try:
         parts = []
         for p in sorted(description.partitions, key=lambda p: p.id):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p.id), timeout=10)
+            low, high = _watermarks(consumer, TopicPartition(topic, p.id))
             parts.append(PartitionInfo(p.id, low, high))
     finally:
         consumer.close()
@@ -105,6 +106,24 @@ def describe_topic(settings: Settings, name: str | None = None) -> TopicInfo:
         if "retention.ms" in entries:
             retention = entries["retention.ms"].value
     return TopicInfo(topic, str(description.topic_id), parts, retention)
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition) -> tuple[int, int]:
+    """A just-created topic has no leader for a moment: wait for one."""
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if not exc.args[0].retriable() and exc.args[0].name() not in _LEADERLESS:
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+_LEADERLESS = {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART"}
 
 
 def _resource(topic: str) -> Any:

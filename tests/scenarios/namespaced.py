@@ -30,6 +30,7 @@ from contracts.domain import (
     Relationship,
     StreamPartition,
 )
+from contracts.ids import TenantId
 
 _TENANT_FIELD = (Entity, Relationship, Alias)
 
@@ -50,13 +51,13 @@ class Names:
 
     def value(self, value: Any, rename: Callable[[str], str]) -> Any:
         if isinstance(value, _TENANT_FIELD):
-            return dataclasses.replace(value, tenant_id=rename(value.tenant_id))
+            return dataclasses.replace(value, tenant_id=TenantId(rename(value.tenant_id)))
         if isinstance(value, StreamPartition):
             return dataclasses.replace(value, topic=rename(value.topic))
         if isinstance(value, RebuildMarker | ErasureTombstone):
             return dataclasses.replace(
                 value,
-                tenant_id=rename(value.tenant_id),
+                tenant_id=TenantId(rename(value.tenant_id)),
                 partition=self.value(value.partition, rename),
             )
         if isinstance(value, ErasureSweep):

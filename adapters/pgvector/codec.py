@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import json
 import math
+import struct
+import sys
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from pgvector import Vector
 
 __all__ = [
     "FLOAT32_MAX",
     "decode_metadata",
     "encode_metadata",
+    "float32_vector",
     "query_components",
     "storable_text",
-    "unstorable_components",
 ]
 
 FLOAT32_MAX = 3.4028234663852886e38
@@ -73,9 +78,32 @@ def decode_metadata(text: str) -> dict[str, Any]:
     return value
 
 
-def unstorable_components(vector: Sequence[float]) -> list[int]:
-    """Indexes of components float32 cannot hold (they would become infinite)."""
-    return [i for i, x in enumerate(vector) if abs(x) > FLOAT32_MAX]
+_INFINITIES = (array("f", [math.inf]).tobytes(), array("f", [-math.inf]).tobytes())
+_HEADER = struct.Struct(">HH")
+
+
+def float32_vector(values: Sequence[float]) -> Vector | None:
+    """``values`` as pgvector's ``Vector``, or None if float32 cannot hold a
+    component (it would become infinite, which pgvector refuses).
+
+    This is on the write path of every vector, so the work stays in C: one
+    conversion to float32, a byte search for an infinity at an element
+    boundary, and pgvector's own binary constructor (a per-component Python
+    loop here cost as much as the whole round trip to Postgres)."""
+    try:
+        components = array("f", values)
+    except OverflowError:  # an int too large for any float
+        return None
+    raw = components.tobytes()
+    for infinity in _INFINITIES:
+        at = raw.find(infinity)
+        while at != -1:
+            if at % 4 == 0:
+                return None
+            at = raw.find(infinity, at + 1)
+    if sys.byteorder == "little":
+        components.byteswap()
+    return Vector.from_binary(_HEADER.pack(len(components), 0) + components.tobytes())
 
 
 def query_components(vector: Sequence[float]) -> list[float]:

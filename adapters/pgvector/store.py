@@ -3,7 +3,7 @@
 One schema per store (default ``redstring``), created and migrated on
 ``open``; the embedding identity is bound to it for good (migrations.py).
 Connections come from an asyncpg pool whose ``init`` registers pgvector's
-binary codec and creates the connection's staging table.
+binary codec on each of them.
 
 Direct calls each run as one short transaction (a read as one statement),
 retried with backoff on transient failures. ``unit_of_work(partition)`` takes
@@ -59,11 +59,8 @@ __all__ = ["PgVectorStore"]
 T = TypeVar("T")
 
 
-async def _prepare_connection(
-    extension_schema: str, sql: Statements, conn: asyncpg.Connection
-) -> None:
+async def _prepare_connection(extension_schema: str, conn: asyncpg.Connection) -> None:
     await register_vector(conn, schema=extension_schema)
-    await conn.execute(sql.create_stage)
 
 
 @asynccontextmanager
@@ -141,7 +138,7 @@ class PgVectorStore:
                     dsn,
                     min_size=min_size,
                     max_size=max_size,
-                    init=partial(_prepare_connection, extension_schema, sql),
+                    init=partial(_prepare_connection, extension_schema),
                     server_settings=settings,
                 )
 

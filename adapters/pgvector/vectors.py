@@ -23,13 +23,12 @@ from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.pgvector.codec import (
     decode_metadata,
     encode_metadata,
+    float32_vector,
     query_components,
     storable_text,
-    unstorable_components,
 )
 from adapters.pgvector.errors import translated
 from adapters.pgvector.sql import Statements
-from adapters.pgvector.writes import Row, upsert_rows
 from contracts.domain import EmbeddingIdentity, ErasureSweep, VectorMatch, VectorRecord
 from contracts.errors import AliasCycleError, DimensionMismatchError, PermanentStoreError
 from contracts.ids import EntityId, TenantId, check_id_text
@@ -40,6 +39,10 @@ __all__ = ["DELETE_BATCH", "SearchPlan", "UpsertPlan", "VectorOps", "plan_search
 DELETE_BATCH = 5000
 #: LIMIT is a bigint; a k beyond every row a tenant can hold means "all of them".
 _MAX_K = 2**62
+
+
+#: (id, vector, metadata as JSON text)
+Row = tuple[str, Vector, str]
 
 
 @dataclass(frozen=True)
@@ -68,20 +71,21 @@ def plan_upsert(tenant_id: TenantId, records: Sequence[VectorRecord], dimension:
         checked = partition.only(records, tenant_of=lambda r: r.tenant_id)
         for record in checked:
             _check_dimension(dimension, record.vector, f"{where} {record.id!r}")
-        refused = [
-            r.id for r in checked if not storable_text(r.id) or unstorable_components(r.vector)
-        ]
+        # In-order semantics: the last occurrence of an id is what survives.
+        latest = {record.id: record for record in checked}
+        rows: list[Row] = []
+        refused: list[str] = []
+        for record in latest.values():
+            vector = float32_vector(record.vector) if storable_text(record.id) else None
+            if vector is None:
+                refused.append(record.id)
+            else:
+                rows.append((record.id, vector, encode_metadata(record.metadata)))
         if refused:
             raise PermanentStoreError(
                 f"{where}: tenant {partition.tenant!r}: vectors {sorted(refused)!r} cannot be "
                 "stored (an id Postgres text cannot hold, or a component beyond float32's range)"
             )
-        # In-order semantics: the last occurrence of an id is what survives.
-        latest = {record.id: record for record in checked}
-        rows = [
-            (str(r.id), Vector([float(x) for x in r.vector]), encode_metadata(r.metadata))
-            for r in latest.values()
-        ]
         return UpsertPlan(partition.tenant, rows)
 
 
@@ -147,8 +151,9 @@ class VectorOps:
         if not plan.rows:
             return
         try:
+            ids, vectors, metadata = (list(column) for column in zip(*plan.rows, strict=True))
             with translated("pgvector.upsert"):
-                await upsert_rows(self._conn, self._sql, plan.tenant, plan.rows)
+                await self._conn.execute(self._sql.upsert, plan.tenant, ids, vectors, metadata)
         except PermanentStoreError as error:
             ids = sorted(row[0] for row in plan.rows)
             raise PermanentStoreError(

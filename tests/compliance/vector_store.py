@@ -47,7 +47,12 @@ DIMENSION = 8
 
 # The store fixture is per test, not per example: every example takes fresh
 # tenants instead, which is what keeps examples apart on a shared database.
-_per_example = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+# One class per adapter runs the same test functions (the point of the suite),
+# so hypothesis sees one function called from several classes in a run that
+# covers more than one adapter; the examples depend only on the store fixture.
+_per_example = settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors]
+)
 
 
 def new_tenant() -> TenantId:

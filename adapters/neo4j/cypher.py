@@ -73,8 +73,7 @@ REMOVE_ALIAS: Final = """
 OPTIONAL MATCH (a:AliasId {tenant_id: $tenant, id: $alias_id})-[r:ALIAS_OF]->(c:AliasId)
 DELETE r
 WITH collect(a) + collect(c) AS touched, count(r) AS removed
-CALL {
-  WITH touched
+CALL (touched) {
   UNWIND touched AS orphan
   WITH orphan WHERE NOT EXISTS { (orphan)--() }
   DELETE orphan
@@ -87,19 +86,24 @@ MATCH (c:AliasId {tenant_id: $tenant, id: $canonical_id})<-[r:ALIAS_OF]-(a:Alias
 RETURN a.id AS alias_id, r.reason AS reason, r.tenant_id AS tenant_id, a.tenant_id AS alias_tenant
 """
 
-#: One round trip for the whole batch. Cypher never traverses a relationship
-#: twice in one path, so the walk from an id is at most as long as the tenant
-#: has aliases: the port's bound holds without a number in the pattern. On a
-#: cycle that uniqueness rule ends the walk with no chain end, which alone
-#: would read as "not an alias": ``is_alias`` says there was an outgoing edge,
-#: and an alias with no chain end is the cycle the store raises on.
+#: One round trip for the whole batch. Only ids with an outgoing alias edge
+#: come back (a row is the is-alias column: an id without one resolves to
+#: itself, and returning a row per id would cost more than the walk). Cypher
+#: never traverses a relationship twice in one path, so a walk is at most as
+#: long as the tenant has aliases: the port's bound holds without a number in
+#: the pattern. On a cycle that rule ends the walk with no chain end, which
+#: alone would read as "resolves to itself"; an alias row with no end is the
+#: cycle the store raises on.
 RESOLVE: Final = """
 UNWIND $ids AS id
-OPTIONAL MATCH (s:AliasId {tenant_id: $tenant, id: id})
-WITH id, s, s IS NOT NULL AND EXISTS { (s)-[:ALIAS_OF]->() } AS is_alias
-OPTIONAL MATCH (s)-[:ALIAS_OF*]->(end:AliasId)
-WHERE is_alias AND NOT EXISTS { (end)-[:ALIAS_OF]->() }
-RETURN id, is_alias, collect(end.id) AS ends, collect(end.tenant_id) AS tenants
+MATCH (s:AliasId {tenant_id: $tenant, id: id})
+WHERE EXISTS { (s)-[:ALIAS_OF]->() }
+CALL (s) {
+  OPTIONAL MATCH (s)-[:ALIAS_OF*]->(end:AliasId)
+  WHERE NOT EXISTS { (end)-[:ALIAS_OF]->() }
+  RETURN collect(end.id) AS ends, collect(end.tenant_id) AS tenants
+}
+RETURN id, s.tenant_id AS tenant_id, ends, tenants
 """
 
 # -- relationships ---------------------------------------------------------
@@ -117,8 +121,7 @@ UNWIND range(0, size($endpoints) - 1) AS i
 OPTIONAL MATCH (n:Entity {tenant_id: $tenant, id: $endpoints[i]})
 WITH i, n ORDER BY i
 WITH collect(n) AS nodes, collect(CASE WHEN n IS NULL THEN $endpoints[i] END) AS missing
-CALL {
-  WITH nodes, missing
+CALL (nodes, missing) {
   UNWIND CASE WHEN size(missing) = 0 THEN $rows ELSE [] END AS row
   WITH nodes[row.s] AS s, nodes[row.t] AS t, row
   MERGE (s)-[r:REL {type: row.type}]->(t)
@@ -214,9 +217,9 @@ RETURN count(*) AS deleted
 """
 
 COUNT_TENANT: Final = """
-CALL { MATCH (e:Entity {tenant_id: $tenant}) RETURN count(e) AS entities }
-CALL { MATCH ()-[r:REL]->() WHERE r.tenant_id = $tenant RETURN count(r) AS relationships }
-CALL { MATCH (a:AliasId {tenant_id: $tenant}) RETURN count(a) AS alias_ids }
-CALL { MATCH ()-[r:ALIAS_OF]->() WHERE r.tenant_id = $tenant RETURN count(r) AS alias_edges }
+CALL () { MATCH (e:Entity {tenant_id: $tenant}) RETURN count(e) AS entities }
+CALL () { MATCH ()-[r:REL]->() WHERE r.tenant_id = $tenant RETURN count(r) AS relationships }
+CALL () { MATCH (a:AliasId {tenant_id: $tenant}) RETURN count(a) AS alias_ids }
+CALL () { MATCH ()-[r:ALIAS_OF]->() WHERE r.tenant_id = $tenant RETURN count(r) AS alias_edges }
 RETURN entities, relationships, alias_ids + alias_edges AS aliases
 """

@@ -192,22 +192,22 @@ class Neo4jGraphView(LedgerOps):
             walks = {r["id"]: r for r in records}
             resolved: dict[EntityId, EntityId] = {}
             for start in asked:
-                walk = walks[start]
-                for found in walk["tenants"]:
+                walk = walks.get(start)
+                if walk is None:
+                    resolved[start] = start
+                    continue
+                for found in [walk["tenant_id"], *walk["tenants"]]:
                     part.check(found)
                 ends = set(walk["ends"])
-                if not walk["is_alias"]:
-                    resolved[start] = start
-                elif not ends:
+                if not ends:
                     # An outgoing alias edge and no chain end: the walk met a cycle.
                     raise AliasCycleError(part.tenant, start)
-                elif len(ends) > 1:
+                if len(ends) > 1:
                     raise PermanentStoreError(
                         f"tenant {part.tenant!r}: alias chain of {start!r} forks into "
                         f"{sorted(ends)}; an id has at most one canonical (corrupt store)"
                     )
-                else:
-                    resolved[start] = EntityId(ends.pop())
+                resolved[start] = EntityId(ends.pop())
             return resolved
 
     # RelationshipStore

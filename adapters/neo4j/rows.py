@@ -42,15 +42,25 @@ def order_key(entity_id: str) -> str:
     return entity_id.encode("utf-8").decode("latin-1")
 
 
+#: Keys already checked: a few keys recur across millions of rows.
+_CHECKED_KEYS: set[str] = set()
+_MAX_CHECKED_KEYS = 10_000
+
+
 def encode_properties(properties: Mapping[str, Any], where: str) -> dict[str, Any]:
     encoded: dict[str, Any] = {}
     for key, value in properties.items():
         # The contract checked this at construction; a caller may have added a
         # key to the (mutable) dict since, and keys become property names.
-        if not PROPERTY_KEY_PATTERN.fullmatch(key):
+        if key in _CHECKED_KEYS:
+            encoded[PREFIX + key] = value
+            continue
+        if not isinstance(key, str) or not PROPERTY_KEY_PATTERN.fullmatch(key):
             raise ValueError(
                 f"{where}: property key {key!r} must match {PROPERTY_KEY_PATTERN.pattern}"
             )
+        if len(_CHECKED_KEYS) < _MAX_CHECKED_KEYS:
+            _CHECKED_KEYS.add(key)
         encoded[PREFIX + key] = value
     return encoded
 
@@ -93,8 +103,9 @@ def entity_from(stored: Mapping[str, Any]) -> Entity:
 def merged_edges_in_order(relationships: Iterable[Relationship]) -> list[Relationship]:
     by_key: dict[RelationshipKey, Relationship] = {}
     for rel in relationships:
-        earlier = by_key.get(rel.key)
-        by_key[rel.key] = rel if earlier is None else earlier.merged_with(rel)
+        key = (rel.source_id, rel.target_id, rel.type)
+        earlier = by_key.get(key)
+        by_key[key] = rel if earlier is None else earlier.merged_with(rel)
     return [by_key[k] for k in sorted(by_key)]
 
 

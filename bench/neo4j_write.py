@@ -1,0 +1,218 @@
+"""Write throughput of the Neo4j graph adapter against the sink's ceiling.
+
+    python -m bench.neo4j_write --docs 2000 [--batch 50] [--rounds 3]
+
+Writes N extracted documents (10 entities and 12 relationships each) twice per
+round, into fresh tenants: once through the adapter's unit of work, the way
+the graph fold does (upsert_entities, resolve_entity_ids over the edge
+endpoints, upsert_relationships, advance_checkpoint; one unit of work per
+batch of documents), and once with the fastest direct driver code we have
+(two UNWIND statements in one transaction per batch, same stored shape, no
+checkpoint, no alias resolution, no endpoint check). Rounds alternate which
+side goes first so that machine noise hits both. Prints entities/s and
+relationships/s per side and the ratio adapter/ceiling.
+
+Endpoints: REDSTRING_NEO4J_URI/USER/PASSWORD, else .devstack/env (run
+``redstring dev up`` first). Wall-clock numbers; no test asserts on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from neo4j import (
+    AsyncDriver,
+    AsyncGraphDatabase,
+    AsyncManagedTransaction,
+    NotificationMinimumSeverity,
+)
+
+from adapters.neo4j import Neo4jGraphStore
+from adapters.neo4j.rows import order_key
+from contracts.domain import Entity, Relationship, StreamPartition
+from contracts.ids import EntityId, TenantId
+
+ENTITIES_PER_DOC = 10
+#: A ring of ten edges plus two chords: twelve per document.
+EDGES = [(j, (j + 1) % 10, "NEXT") for j in range(10)] + [(0, 5, "CHORD"), (2, 7, "CHORD")]
+
+CEILING_ENTITIES = """
+UNWIND $rows AS row
+MERGE (e:Entity {tenant_id: $tenant, id: row.id})
+ON CREATE SET e.order_key = row.order_key
+SET e.name = row.name, e.type = row.type, e.blocking_key = row.blocking_key, e += row.props
+"""
+
+CEILING_RELATIONSHIPS = """
+UNWIND $rows AS row
+MATCH (s:Entity {tenant_id: $tenant, id: row.source})
+MATCH (t:Entity {tenant_id: $tenant, id: row.target})
+MERGE (s)-[r:REL {type: row.type}]->(t)
+ON CREATE SET r.tenant_id = $tenant
+SET r.confidence = row.confidence, r += row.props
+"""
+
+
+@dataclass(frozen=True)
+class Batch:
+    entities: list[Entity]
+    relationships: list[Relationship]
+
+
+def documents(tenant: TenantId, docs: int, batch: int) -> list[Batch]:
+    """The same documents for every run, homed under ``tenant``."""
+    batches: list[Batch] = []
+    for start in range(0, docs, batch):
+        entities: list[Entity] = []
+        edges: list[Relationship] = []
+        for d in range(start, min(start + batch, docs)):
+            ids = [EntityId(f"d{d}-e{j}") for j in range(ENTITIES_PER_DOC)]
+            for j, entity_id in enumerate(ids):
+                props: dict[str, Any] = {"score": j / 10, "rank": j, "tags": ["bench", f"doc{d}"]}
+                entities.append(Entity(tenant, entity_id, f"Entity {d} {j}", "Thing", props))
+            for s, t, kind in EDGES:
+                edges.append(Relationship(tenant, ids[s], ids[t], kind, 0.5, {"doc": f"d{d}"}))
+        batches.append(Batch(entities, edges))
+    return batches
+
+
+async def through_adapter(store: Neo4jGraphStore, tenant: TenantId, batches: list[Batch]) -> None:
+    partition = StreamPartition(f"bench-{uuid.uuid4().hex[:8]}", 0, uuid.uuid4().hex)
+    for offset, batch in enumerate(batches):
+        async with store.unit_of_work(partition) as uow:
+            await uow.upsert_entities(tenant, batch.entities)
+            ends = sorted({e for r in batch.relationships for e in (r.source_id, r.target_id)})
+            resolved = await uow.resolve_entity_ids(tenant, ends)
+            # As the fold does: an edge is rebuilt only when an endpoint resolved
+            # to another id (none do here; the call is what is measured).
+            edges = [
+                r
+                if resolved[r.source_id] == r.source_id and resolved[r.target_id] == r.target_id
+                else replace(r, source_id=resolved[r.source_id], target_id=resolved[r.target_id])
+                for r in batch.relationships
+            ]
+            await uow.upsert_relationships(tenant, edges)
+            await uow.advance_checkpoint(partition, offset)
+
+
+async def _ceiling_batch(
+    tx: AsyncManagedTransaction, tenant: str, entities: list[Any], edges: list[Any]
+) -> None:
+    await (await tx.run(CEILING_ENTITIES, tenant=tenant, rows=entities)).consume()
+    await (await tx.run(CEILING_RELATIONSHIPS, tenant=tenant, rows=edges)).consume()
+
+
+async def ceiling(driver: AsyncDriver, tenant: TenantId, batches: list[Batch]) -> None:
+    async with driver.session(database="neo4j") as session:
+        for batch in batches:
+            entities = [
+                {
+                    "id": e.id,
+                    "name": e.name,
+                    "type": e.type,
+                    "blocking_key": e.blocking_key,
+                    "order_key": order_key(e.id),
+                    "props": {"p_" + k: v for k, v in e.properties.items()},
+                }
+                for e in batch.entities
+            ]
+            edges = [
+                {
+                    "source": r.source_id,
+                    "target": r.target_id,
+                    "type": r.type,
+                    "confidence": r.confidence,
+                    "props": {"p_" + k: v for k, v in r.properties.items()},
+                }
+                for r in batch.relationships
+            ]
+            await session.execute_write(_ceiling_batch, tenant, entities, edges)
+
+
+def _endpoints() -> tuple[str, str, str]:
+    env = dict(os.environ)
+    if "REDSTRING_NEO4J_URI" not in env:
+        stack = Path(__file__).resolve().parent.parent / ".devstack" / "env"
+        if not stack.exists():
+            raise SystemExit("no REDSTRING_NEO4J_URI and no .devstack/env: run `redstring dev up`")
+        for line in stack.read_text().splitlines():
+            key, _, value = line.removeprefix("export ").partition("=")
+            env.setdefault(key.strip(), value.strip().strip("'\""))
+    return (
+        env["REDSTRING_NEO4J_URI"],
+        env.get("REDSTRING_NEO4J_USER", "neo4j"),
+        env.get("REDSTRING_NEO4J_PASSWORD", ""),
+    )
+
+
+async def _timed(run: Awaitable[None]) -> float:
+    started = time.perf_counter()
+    await run
+    return time.perf_counter() - started
+
+
+async def main(docs: int, batch: int, rounds: int) -> None:
+    uri, user, password = _endpoints()
+    store = await Neo4jGraphStore.open(uri, user, password)
+    driver = AsyncGraphDatabase.driver(
+        uri, auth=(user, password), notifications_min_severity=NotificationMinimumSeverity.OFF
+    )
+    tenants: list[TenantId] = []
+
+    def fresh() -> TenantId:
+        tenants.append(TenantId(f"bench-{uuid.uuid4().hex[:8]}"))
+        return tenants[-1]
+
+    def prepared(tenant: TenantId) -> list[Batch]:
+        return documents(tenant, docs, batch)
+
+    times: dict[str, list[float]] = {"adapter": [], "ceiling": []}
+    try:
+        # One unmeasured round warms the server's query caches and the pools.
+        warm = fresh()
+        await through_adapter(store, warm, documents(warm, min(docs, 2 * batch), batch))
+        warm = fresh()
+        await ceiling(driver, warm, documents(warm, min(docs, 2 * batch), batch))
+        for r in range(rounds):
+            order = ["adapter", "ceiling"] if r % 2 == 0 else ["ceiling", "adapter"]
+            for side in order:
+                tenant = fresh()
+                batches = prepared(tenant)
+                if side == "adapter":
+                    elapsed = await _timed(through_adapter(store, tenant, batches))
+                else:
+                    elapsed = await _timed(ceiling(driver, tenant, batches))
+                times[side].append(elapsed)
+                print(f"round {r + 1} {side:8} {elapsed:7.2f}s")
+    finally:
+        for tenant in tenants:
+            await store.delete_by_tenant(tenant)
+        await driver.close()
+        await store.aclose()
+
+    print(f"\n{docs} documents, {batch} per batch, {rounds} rounds (median):")
+    medians = {side: statistics.median(values) for side, values in times.items()}
+    for side, seconds in medians.items():
+        print(
+            f"  {side:8} {docs * ENTITIES_PER_DOC / seconds:9.0f} entities/s "
+            f"{docs * len(EDGES) / seconds:9.0f} relationships/s"
+        )
+    print(f"  ratio adapter/ceiling: {medians['ceiling'] / medians['adapter']:.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=2000)
+    parser.add_argument("--batch", type=int, default=50, help="documents per transaction")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(main(args.docs, args.batch, args.rounds))

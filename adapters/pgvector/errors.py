@@ -58,9 +58,12 @@ def breaks_connection(error: BaseException) -> bool:
         # the next query on it fails like this before the loss is noticed.
         return True
     if isinstance(error, asyncpg.InterfaceError):
-        # "connection is closed", "pool is closing": the connection went away
-        # mid-call. Other interface errors are misuse, and retrying hides them.
-        return "clos" in str(error)
+        # "connection is closed", "pool is closing", and "released back to the
+        # pool" (the pool detaches a held connection whose server went away):
+        # the connection is gone mid-call. Other interface errors are misuse,
+        # and retrying would hide them.
+        message = str(error)
+        return "clos" in message or "released back to the pool" in message
     # Refused, reset, unreachable, timed out: before Postgres says anything.
     return isinstance(error, OSError | TimeoutError)
 

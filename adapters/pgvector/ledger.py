@@ -38,13 +38,17 @@ class LedgerOps:
     def __init__(self, conn: asyncpg.Connection, sql: Statements) -> None:
         self._conn = conn
         self._sql = sql
+        # Checkpoint rows this transaction has locked (one Operations object
+        # lives exactly as long as its transaction).
+        self._locked: set[tuple[str, int]] = set()
 
     async def lock(self, partition: StreamPartition) -> int:
         """Take the partition's checkpoint row for this transaction; its offset."""
+        key = (partition.topic, partition.partition)
         with translated("pgvector.checkpoint lock"):
-            key = (partition.topic, partition.partition)
             await self._conn.execute(self._sql.ensure_checkpoint_row, *key, partition.topic_id)
             row = await self._conn.fetchrow(self._sql.lock_checkpoint, *key)
+        self._locked.add(key)
         return _offset(partition, row)
 
     async def checkpoint(self, partition: StreamPartition) -> int:
@@ -55,20 +59,23 @@ class LedgerOps:
         return _offset(partition, row)
 
     async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
-        current = await self.lock(partition)
-        if offset < current:
-            raise CheckpointRegressionError(
-                f"checkpoint of {partition.topic}[{partition.partition}] is {current}; "
-                f"refusing to move it back to {offset}"
-            )
+        key = (partition.topic, partition.partition)
+        if key not in self._locked:
+            await self.lock(partition)
+        # The compare and the write are one statement under the row lock this
+        # transaction holds; only when it changes nothing is there an error to
+        # name, and reading the row then says which.
         with translated("pgvector.advance_checkpoint"):
-            await self._conn.execute(
-                self._sql.write_checkpoint,
-                partition.topic,
-                partition.partition,
-                offset,
-                partition.topic_id,
+            status = await self._conn.execute(
+                self._sql.advance_checkpoint, *key, offset, partition.topic_id
             )
+        if status == "UPDATE 1":
+            return
+        current = await self.checkpoint(partition)  # TopicRecreatedError, if that is why
+        raise CheckpointRegressionError(
+            f"checkpoint of {partition.topic}[{partition.partition}] is {current}; "
+            f"refusing to move it back to {offset}"
+        )
 
     async def checkpoints(self) -> dict[tuple[str, int], int]:
         with translated("pgvector.checkpoints"):

@@ -157,13 +157,17 @@ class Statements:
         )
 
     @property
-    def write_checkpoint(self) -> str:
-        # The first real checkpoint takes the caller's topic id; later ones keep
-        # the stored id unless it was never known.
+    def advance_checkpoint(self) -> str:
+        """$1 topic, $2 partition, $3 offset, $4 topic id. Changes the row only
+        if that moves no checkpoint backwards and the topic id is not another
+        incarnation's (as the reference ledger decides); the first real
+        checkpoint takes the caller's topic id, later ones keep the stored one
+        unless it was never known."""
         return (
             f"UPDATE {self.s}.checkpoints SET last_offset = $3, topic_id = CASE "
             "WHEN last_offset IS NULL OR topic_id = '' THEN $4 ELSE topic_id END "
-            "WHERE topic = $1 AND partition = $2"
+            "WHERE topic = $1 AND partition = $2 AND (last_offset IS NULL OR "
+            "(last_offset <= $3 AND (topic_id = '' OR $4 = '' OR topic_id = $4)))"
         )
 
     @property

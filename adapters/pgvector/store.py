@@ -71,7 +71,8 @@ async def _discarded_if_broken(conn: asyncpg.Connection) -> AsyncIterator[None]:
         yield
     except BaseException as error:
         if breaks_connection(error):
-            conn.terminate()
+            with suppress(Exception):  # already detached by the pool
+                conn.terminate()
         raise
 
 
@@ -221,7 +222,8 @@ class PgVectorStore:
                     try:
                         await transaction.rollback()
                     except Exception:
-                        conn.terminate()
+                        with suppress(Exception):  # already detached by the pool
+                            conn.terminate()
                     raise
                 with translated(f"{where} commit"):
                     await transaction.commit()

@@ -229,7 +229,9 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
     @app.page("/metrics")
     async def metrics(web: Any, request: Any) -> Any:
         body = generate_latest(runtime.metrics.registry)
-        return web.bytes(body, content_type=CONTENT_TYPE_LATEST)
+        # aiohttp refuses a content_type argument with a charset in it, and
+        # Prometheus' content type has one: pass it as the header instead.
+        return web.bytes(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     return app, runtime
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from contracts.domain import StreamPartition
 from contracts.errors import SchemaVersionTooNewError
+from contracts.events import TenantReplayRequestedEvent
 from projections.fold import Fold
 from projections.records import FoldReport, LogRecord
 from streams.decode import decode
@@ -113,6 +114,17 @@ class Projector:
         ]
         return min(offsets)
 
+    async def judged_through(self, partition: int) -> int:
+        """The lowest checkpoint of the stores: every record at or below it has
+        been applied, skipped or dead-lettered by all of them."""
+        part = self.stream_partition(partition)
+        return min(
+            [
+                await self._retry(partition, partial(fold.store.checkpoint, part))
+                for fold in self.folds
+            ]
+        )
+
     async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
         if partition in self.health.paused:
             return Decision()
@@ -127,9 +139,13 @@ class Projector:
             self.metrics.seeks.labels(reason="ahead").inc()
             return Decision(seek=needed)
 
+        # Records at or below both checkpoints were judged before (a rebuild
+        # window rescans them): their dead letters are already written.
+        judged = await self.judged_through(partition)
         log_records: list[LogRecord] = []
         letters: list[DeadLetter] = []
         pause: str | None = None
+        truncated = False
         for raw in fresh:
             try:
                 decoded = decode(raw.offset, raw.key, raw.value, self.control_key)
@@ -137,12 +153,18 @@ class Projector:
                 pause = str(exc)
                 break
             log_records.append(decoded.record)
-            if decoded.dead_letter_reason is not None:
+            if decoded.dead_letter_reason is not None and raw.offset > judged:
                 letters.append(
                     DeadLetter(
                         partition, raw.offset, raw.key, raw.value, decoded.dead_letter_reason
                     )
                 )
+            if isinstance(decoded.record.event, TenantReplayRequestedEvent) and raw.offset > judged:
+                # A store ends the batch at a replay request it has not seen and
+                # rescans the partition from the log start: judge nothing past it
+                # now, or its dead letters would be written again on the rescan.
+                truncated = True
+                break
         if letters:
             # Written before any checkpoint moves past them: never silently lost.
             await self._retry(partition, lambda: self.dead_letters.send(letters))
@@ -160,7 +182,7 @@ class Projector:
             ]
             self.metrics.batch_latency.observe(time.monotonic() - started)
             self.metrics.batch_size.observe(len(log_records))
-            await self._report(partition, reports, fresh)
+            await self._report(partition, reports, fresh, judged)
             halted = next((r.halted for r in reports if r.halted is not None), None)
             if halted is not None:
                 pause = f"the store is corrupt and needs an operator: {halted}"
@@ -179,16 +201,26 @@ class Projector:
             # A store asked for an earlier offset (a rebuild window opened).
             self.metrics.seeks.labels(reason="replay").inc()
             return Decision(seek=after, applied=applied)
+        if truncated:
+            # The consumer has read past the records left out of this batch.
+            return Decision(seek=after, applied=applied)
         return Decision(commit=after, applied=applied)
 
     async def _report(
-        self, partition: int, reports: Sequence[FoldReport], raws: Sequence[RawRecord]
+        self,
+        partition: int,
+        reports: Sequence[FoldReport],
+        raws: Sequence[RawRecord],
+        judged: int,
     ) -> None:
         by_offset = {r.offset: r for r in raws}
         failed: dict[int, str] = {}
         for report in reports:
             for failure in report.failed:
-                failed.setdefault(failure.offset, failure.reason)
+                # A refusal met again while a replay re-applies the tenant's
+                # history was dead-lettered when the event was first applied.
+                if failure.offset > judged:
+                    failed.setdefault(failure.offset, failure.reason)
         for store, report in zip(("graph", "vector"), reports, strict=False):
             self.metrics.applied.labels(store=store).inc(report.applied)
             self.metrics.skipped.labels(store=store).inc(report.skipped)

@@ -181,3 +181,29 @@ async def test_a_merge_closing_a_cycle_is_dead_lettered(stores: Any) -> None:
     assert decision.commit == 3
     assert [letter.offset for letter in sink.letters] == [2]
     assert "cycle" in sink.letters[0].reason
+
+
+
+async def test_a_rescan_for_a_replay_does_not_dead_letter_a_record_again(stores: Any) -> None:
+    """Found end to end: a batch holding a replay request and, after it, a poison
+    value dead-lettered the poison, ended at the request, rescanned from the log
+    start and met the poison again. Nothing past an unseen request is judged in
+    that batch, and nothing at or below both checkpoints is dead-lettered again."""
+    graph, vector = stores
+    sink = ListSink()
+    p = projector(graph, vector, sink)
+    replay = signing.sign(make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY)
+    log = [
+        raw(0, doc("a", "x")),
+        RawRecord(1, b"b", b"not json"),
+        raw(2, replay),
+        RawRecord(3, b"b", b"not json either"),
+    ]
+    await p.handle(0, log[:2])
+    assert [letter.offset for letter in sink.letters] == [1]
+    decision = await p.handle(0, log[2:])
+    assert decision.seek == 0
+    assert [letter.offset for letter in sink.letters] == [1]
+    decision = await p.handle(0, log)
+    assert decision.commit == 4
+    assert [letter.offset for letter in sink.letters] == [1, 3]

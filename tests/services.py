@@ -7,15 +7,17 @@ Where the services come from, in order:
    default to ``neo4j``/empty);
 2. testcontainers, when a Docker engine answers ``docker info``: docker-compose.yml
    is brought up through ``testcontainers.compose``;
-3. otherwise the local stack (devstack), started once per session, lazily: only
-   when a test asks for a service fixture, so ``pytest -m "not services"`` starts
-   nothing. It is stopped at the end of the session (pass or fail) unless
-   ``REDSTRING_KEEP_STACK=1`` or it was already running before the session.
+3. otherwise the local stack (devstack), started once per session and only if a
+   selected test uses a service fixture (so ``pytest -m "not services"`` starts
+   nothing): in the background as soon as collection is done, while the tests
+   that need no services run. It is stopped at the end of the session (pass or
+   fail) unless ``REDSTRING_KEEP_STACK=1`` or it was already running before.
 
 ``REDSTRING_TEST_STACK=env|docker|local`` forces one of the three.
 
 Fixtures: ``stack_env`` (dict of the REDSTRING_* endpoints), ``kafka_bootstrap``,
-``neo4j_config``, ``pg_dsn`` (session scope); ``unique_name`` (a function making
+``neo4j_config``, ``pg_dsn`` (session scope); ``stack_environ`` (``stack_env``, also
+set as environment variables for one test); ``unique_name`` (a function making
 ``<prefix>-<8 hex>`` names), ``tenant_id`` and ``topic_name`` (fresh per test).
 A test that uses a service fixture is marked ``services`` automatically.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,7 +36,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVICE_FIXTURES = frozenset({"stack_env", "kafka_bootstrap", "neo4j_config", "pg_dsn"})
+SERVICE_FIXTURES = frozenset(
+    {"stack_env", "stack_environ", "kafka_bootstrap", "neo4j_config", "pg_dsn"}
+)
 REQUIRED_ENV = ("REDSTRING_KAFKA_BOOTSTRAP", "REDSTRING_NEO4J_URI", "REDSTRING_PG_DSN")
 ALL_ENV = (*REQUIRED_ENV, "REDSTRING_NEO4J_USER", "REDSTRING_NEO4J_PASSWORD")
 # The endpoints docker-compose.yml publishes (kept in step by tests/unit/test_docker_compose.py).
@@ -73,23 +78,41 @@ def _docker_reachable() -> bool:
 
 
 class _Provider:
-    """Provides the endpoints once per session and cleans up what it started."""
+    """Provides the endpoints once per session and cleans up what it started.
+
+    ``start_in_background`` begins the work in a thread as soon as collection
+    shows that a selected test needs services, so that the servers start while
+    the tests that need none run; ``get`` waits for it.
+    """
 
     def __init__(self) -> None:
         self.env: dict[str, str] | None = None
         self.source = ""
         self._teardown: list[Callable[[], None]] = []
-        self._set_in_environ: list[str] = []
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def start_in_background(self) -> None:
+        if self._thread is None and self.env is None:
+            self._thread = threading.Thread(
+                target=self._get_capturing, name="redstring-stack", daemon=True
+            )
+            self._thread.start()
+
+    def _get_capturing(self) -> None:
+        try:
+            self.get()
+        except BaseException as error:  # pytest.exit/UsageError: re-raised by get()
+            self._error = error
 
     def get(self) -> dict[str, str]:
-        if self.env is None:
-            self.env = self._provide()
-            # Code under test that reads its settings from REDSTRING_* sees the same stack.
-            for key, value in self.env.items():
-                if key not in os.environ:
-                    os.environ[key] = value
-                    self._set_in_environ.append(key)
-        return self.env
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            if self.env is None:
+                self.env = self._provide()
+            return self.env
 
     def _provide(self) -> dict[str, str]:
         forced = os.environ.get("REDSTRING_TEST_STACK", "").strip().lower()
@@ -140,8 +163,8 @@ class _Provider:
         return env
 
     def close(self) -> None:
-        for key in self._set_in_environ:
-            os.environ.pop(key, None)
+        if self._thread is not None:
+            self._thread.join()
         while self._teardown:
             self._teardown.pop()()
 
@@ -157,6 +180,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.services)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """After selection (``-m``, ``-k``): start the services early if a test will need them."""
+    if session.config.option.collectonly:
+        return
+    if any(SERVICE_FIXTURES & set(getattr(i, "fixturenames", ())) for i in session.items):
+        _provider.start_in_background()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _provider.close()
 
@@ -165,6 +196,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def stack_env() -> Iterator[dict[str, str]]:
     """The REDSTRING_* endpoints of the running services (starts them on first use)."""
     yield dict(_provider.get())
+
+
+@pytest.fixture
+def stack_environ(stack_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Like ``stack_env``, and also sets the REDSTRING_* variables for this one test
+    (for code under test that reads its settings from the environment)."""
+    for key, value in stack_env.items():
+        monkeypatch.setenv(key, value)
+    return stack_env
 
 
 @pytest.fixture(scope="session")

@@ -76,6 +76,15 @@ async def _discarded_if_broken(conn: asyncpg.Connection) -> AsyncIterator[None]:
         raise
 
 
+async def _nothing_to_reset(conn: asyncpg.Connection) -> None:
+    """asyncpg's default reset sends four statements to the server on every
+    release (unlock advisory locks, close cursors, unlisten, RESET ALL): a
+    round trip per unit of work and per direct call. This adapter leaves no
+    session state behind (no session advisory locks, cursors only inside
+    transactions, no LISTEN, settings only at connect time), and asyncpg
+    still rolls back a transaction left open before calling this."""
+
+
 class PgVectorStore:
     """``ProjectedVectorStore`` on Postgres + pgvector. Build with ``open``."""
 
@@ -140,6 +149,7 @@ class PgVectorStore:
                     min_size=min_size,
                     max_size=max_size,
                     init=partial(_prepare_connection, extension_schema),
+                    reset=_nothing_to_reset,
                     server_settings=settings,
                 )
 

@@ -1,11 +1,13 @@
 // Runs Neo4j Community embedded, with the Bolt connector on, for the local
 // stack (see devstack/neo4j.py and docs/adr/0001-local-stack-without-docker.md).
 //
-// Usage: java -cp <neo4j classpath>:<dir> Neo4jLauncher HOME_DIR BOLT_PORT PASSWORD_FILE PAGECACHE_MB
+// Usage: java -cp <neo4j classpath>:<dir> Neo4jLauncher HOME_DIR BOLT_PORT PASSWORD_FILE PAGECACHE_MB READY_FILE
 //
 // Authentication stays on. The password in PASSWORD_FILE is given to the
 // built-in `neo4j` user through the system database (embedded transactions
-// are not subject to auth), so Bolt clients must present it.
+// are not subject to auth), so Bolt clients must present it. READY_FILE is
+// written once that is done: the Bolt port opens earlier, and clients that try
+// the new password before it is set would trip Neo4j's authentication rate limit.
 // SIGTERM shuts the DBMS down cleanly through the shutdown hook.
 
 import java.nio.charset.StandardCharsets;
@@ -30,14 +32,17 @@ public final class Neo4jLauncher {
     private Neo4jLauncher() {}
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 4) {
-            System.err.println("usage: Neo4jLauncher HOME_DIR BOLT_PORT PASSWORD_FILE PAGECACHE_MB");
+        if (args.length != 5) {
+            System.err.println(
+                    "usage: Neo4jLauncher HOME_DIR BOLT_PORT PASSWORD_FILE PAGECACHE_MB READY_FILE");
             System.exit(2);
         }
         Path home = Path.of(args[0]).toAbsolutePath();
         int boltPort = Integer.parseInt(args[1]);
         String password = Files.readString(Path.of(args[2]), StandardCharsets.UTF_8).strip();
         long pagecacheMb = Long.parseLong(args[3]);
+        Path readyFile = Path.of(args[4]);
+        Files.deleteIfExists(readyFile);
 
         long began = System.nanoTime();
         DatabaseManagementService dbms = new DatabaseManagementServiceBuilder(home)
@@ -69,6 +74,7 @@ public final class Neo4jLauncher {
             System.exit(1);  // runs the shutdown hook
         }
 
+        Files.writeString(readyFile, ProcessHandle.current().pid() + "\n");
         System.out.printf("neo4j-launcher: ready in %.1fs, bolt://127.0.0.1:%d%n", seconds(began), boltPort);
         System.out.flush();
         stopped.await();

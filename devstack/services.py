@@ -128,8 +128,10 @@ class Service:
         """Fetch, configure, format as needed (may take minutes the first time)."""
         raise NotImplementedError
 
-    def check(self, timeout: float) -> str:
-        """One real request; returns a short description, raises if it does not answer."""
+    def check(self, timeout: float, starting: bool = False) -> str:
+        """One real request; returns a short description, raises if it does not answer.
+
+        ``starting``: the process was just spawned by this ``up``."""
         raise NotImplementedError
 
     def after_ready(self) -> None:
@@ -198,7 +200,7 @@ class Kafka(Service):
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.main_port}"
 
-    def check(self, timeout: float) -> str:
+    def check(self, timeout: float, starting: bool = False) -> str:
         if not port_answers(self.main_port):
             raise ConnectionError("port closed")
         try:
@@ -234,6 +236,11 @@ class Neo4j(Service):
     stop_timeout = 60.0
     needs_java = True
     user = "neo4j"
+
+    @property
+    def ready_file(self) -> Path:
+        """Written by the launcher once the password is set (see Neo4jLauncher.java)."""
+        return self.home / "ready"
 
     @property
     def password_file(self) -> Path:
@@ -293,14 +300,20 @@ class Neo4j(Service):
             str(self.main_port),
             str(self.password_file),
             str(versions.NEO4J_PAGECACHE_MB),
+            str(self.ready_file),
         ]
+        self.ready_file.unlink(missing_ok=True)
         return Launch(argv=argv, cwd=self.home)
 
     @property
     def uri(self) -> str:
         return f"bolt://127.0.0.1:{self.main_port}"
 
-    def check(self, timeout: float) -> str:
+    def check(self, timeout: float, starting: bool = False) -> str:
+        # No Bolt login before the launcher has set the password: failed logins
+        # trip the authentication rate limit, which then refuses the right one too.
+        if starting and not self.ready_file.is_file():
+            raise ConnectionError("the launcher has not set the password yet")
         if not port_answers(self.main_port):
             raise ConnectionError("port closed")
         try:
@@ -428,7 +441,7 @@ class Postgres(Service):
             raise _missing_module("asyncpg") from None
         return asyncpg
 
-    def check(self, timeout: float) -> str:
+    def check(self, timeout: float, starting: bool = False) -> str:
         if not port_answers(self.main_port):
             raise ConnectionError("port closed")
         asyncpg = self._asyncpg()

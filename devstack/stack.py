@@ -54,7 +54,7 @@ def default_root() -> Path:
 
 
 def ready_timeout() -> float:
-    return float(os.environ.get("REDSTRING_DEVSTACK_TIMEOUT", "180"))
+    return float(os.environ.get("REDSTRING_DEVSTACK_TIMEOUT", "300"))
 
 
 @contextmanager
@@ -99,7 +99,7 @@ def _wait_ready(service: Service, proc: subprocess.Popen[bytes] | None, deadline
                 f"{_last_log_line(service)} (see {service.layout.log(service.name)})"
             )
         try:
-            return service.check(timeout=5.0)
+            return service.check(timeout=5.0, starting=proc is not None)
         except DevstackError:
             raise
         except Exception as error:  # not answering yet: any client error means "retry"

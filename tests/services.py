@@ -41,6 +41,8 @@ SERVICE_FIXTURES = frozenset(
 )
 REQUIRED_ENV = ("REDSTRING_KAFKA_BOOTSTRAP", "REDSTRING_NEO4J_URI", "REDSTRING_PG_DSN")
 ALL_ENV = (*REQUIRED_ENV, "REDSTRING_NEO4J_USER", "REDSTRING_NEO4J_PASSWORD")
+# The store services of docker-compose.yml; its workers are not started for tests.
+COMPOSE_STORE_SERVICES = ("kafka", "neo4j", "postgres")
 # The endpoints docker-compose.yml publishes (kept in step by tests/unit/test_docker_compose.py).
 COMPOSE_ENV = {
     "REDSTRING_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
@@ -140,7 +142,12 @@ class _Provider:
                 "pip install 'testcontainers>=4', or run the local stack with "
                 "REDSTRING_TEST_STACK=local"
             ) from None
-        compose = DockerCompose(str(ROOT), compose_file_name="docker-compose.yml", wait=True)
+        compose = DockerCompose(
+            str(ROOT),
+            compose_file_name="docker-compose.yml",
+            wait=True,
+            services=list(COMPOSE_STORE_SERVICES),
+        )
         compose.start()
         if not _truthy("REDSTRING_KEEP_STACK"):
             self._teardown.append(compose.stop)

@@ -234,6 +234,9 @@ async def bench_writes(dsn: str, n: int, size: int, rounds: int, prefix: str) ->
         for name, s in schemas.items():
             await conns[name].execute(f"DROP SCHEMA IF EXISTS {s} CASCADE")
             await conns[name].close()
+        dropper = await asyncpg.connect(dsn)
+        await dropper.execute(f'DROP SCHEMA IF EXISTS "{store.schema}" CASCADE')
+        await dropper.close()
     return {name: rounds * n / spent for name, spent in seconds.items()}
 
 

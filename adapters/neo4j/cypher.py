@@ -181,7 +181,7 @@ GET_RELATIONSHIPS_FOR: Final = (
 UNWIND $ids AS id
 MATCH (:Entity {tenant_id: $tenant, id: id})-[edge:REL]-()
 WITH DISTINCT edge
-MATCH (s)-[r]->(t) WHERE r = edge
+WITH startNode(edge) AS s, edge AS r, endNode(edge) AS t
 """
     + _EDGE
 )

@@ -1,0 +1,91 @@
+"""docs/deploy.md's configuration reference lists every REDSTRING_* setting
+with its default, derived from streams.settings.Settings so it cannot go stale.
+On a failure, the expected table is in the assertion message: paste it in."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from streams.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "docs" / "deploy.md"
+BEGIN = "<!-- settings-table: begin (generated from streams.settings.Settings) -->"
+END = "<!-- settings-table: end -->"
+
+
+# Settings whose Field has no description yet (streams/settings.py is the source
+# of truth; a description there takes precedence over these).
+FALLBACK_DESCRIPTIONS = {
+    "kafka_sasl_username": "SASL user name.",
+    "kafka_sasl_password": "SASL password.",
+    "neo4j_user": "Neo4j user.",
+    "neo4j_password": "Neo4j password.",
+    "embedding_dimension": "Embedding vector dimension; fixed for a vector store's life.",
+    "log_level": "DEBUG, INFO, WARNING or ERROR.",
+}
+
+
+def default_text(value: Any) -> str:
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    if value is None:
+        return "*(unset)*"
+    if value == "":
+        return "*(empty)*"
+    return f"`{value}`"
+
+
+def expected_table() -> str:
+    rows = [
+        "| Variable | Default | Secret | Description |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, field in Settings.model_fields.items():
+        secret = "yes" if "SecretStr" in repr(field.annotation) else ""
+        description = (field.description or FALLBACK_DESCRIPTIONS.get(name, "")).replace("|", "\\|")
+        rows.append(
+            f"| `REDSTRING_{name.upper()}` | {default_text(field.default)} | {secret} "
+            f"| {description} |"
+        )
+    return "\n".join(rows)
+
+
+def documented_table() -> str:
+    text = DEPLOY.read_text()
+    assert BEGIN in text and END in text, f"{DEPLOY} lacks the settings table markers"
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+
+
+def test_the_reference_lists_every_setting_with_its_default() -> None:
+    expected = expected_table()
+    assert documented_table() == expected, f"regenerate the table in {DEPLOY}:\n\n{expected}"
+
+
+def test_every_setting_has_a_description() -> None:
+    for name, field in Settings.model_fields.items():
+        assert field.description or FALLBACK_DESCRIPTIONS.get(name), name
+    stale = {n for n in FALLBACK_DESCRIPTIONS if Settings.model_fields[n].description}
+    assert not stale, f"Settings describes these now: drop them from FALLBACK_DESCRIPTIONS {stale}"
+
+
+def test_every_setting_is_documented_once() -> None:
+    names = re.findall(r"^\| `(REDSTRING_[A-Z0-9_]+)` \|", documented_table(), re.MULTILINE)
+    assert sorted(names) == sorted(f"REDSTRING_{n.upper()}" for n in Settings.model_fields)
+    assert len(names) == len(set(names))
+
+
+def test_the_env_prefix_is_what_the_docs_say() -> None:
+    assert Settings.model_config["env_prefix"] == "REDSTRING_"
+
+
+def test_every_variable_named_in_the_deploy_docs_exists() -> None:
+    known = {f"REDSTRING_{n.upper()}" for n in Settings.model_fields}
+    # Variables of the local stack and the tests are not worker settings.
+    not_settings = re.compile(r"REDSTRING_(DEVSTACK_|TEST_|KEEP_STACK|IMAGE_TAG|TOOLS_BIN)")
+    for name in set(re.findall(r"REDSTRING_[A-Z0-9_]*[A-Z0-9]", DEPLOY.read_text())):
+        assert name in known or not_settings.match(name), f"{name} is not a setting"

@@ -16,8 +16,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.memory.ledger import LedgerState, LedgerView
@@ -33,6 +32,7 @@ from contracts.domain import (
 )
 from contracts.errors import AliasCycleError, MissingEntityError
 from contracts.ids import EntityId, EventId, TenantId
+from contracts.ports.lifecycle import ClosingContext
 
 if TYPE_CHECKING:
     from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
@@ -124,7 +124,7 @@ def _scoped(tenant_id: TenantId, method: str) -> Iterator[Partition]:
         yield Partition.current(where=f"memory.graph.{method}")
 
 
-class GraphView(LedgerView):
+class GraphView(LedgerView, ClosingContext):
     """GraphStore and ProjectionLedger over one ``GraphState``: the committed
     state for direct reads, or a unit of work's private copy."""
 
@@ -156,17 +156,6 @@ class GraphView(LedgerView):
 
     async def aclose(self) -> None:
         """A unit of work ends with its ``async with``; there is nothing to release."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # EntityReader
 
@@ -361,7 +350,7 @@ class GraphView(LedgerView):
             return erasure_sweep(part.tenant, remaining)
 
 
-class InMemoryGraphStore:
+class InMemoryGraphStore(ClosingContext):
     """The reference ``ProjectedGraphStore``."""
 
     def __init__(self) -> None:
@@ -404,17 +393,6 @@ class InMemoryGraphStore:
 
     async def aclose(self) -> None:
         self._closed = True
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # Reads see committed state; each write is its own unit of work.
 

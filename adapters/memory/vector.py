@@ -19,8 +19,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.memory.ledger import LedgerState, LedgerView
@@ -36,6 +35,7 @@ from contracts.domain import (
 )
 from contracts.errors import AliasCycleError, DimensionMismatchError
 from contracts.ids import EntityId, EventId, TenantId, check_id_text
+from contracts.ports.lifecycle import ClosingContext
 from contracts.ports.vector import VectorUnitOfWork
 
 __all__ = ["InMemoryVectorStore", "VectorState"]
@@ -98,7 +98,7 @@ class _Retired:
 _RETIRED = _Retired()
 
 
-class VectorView(LedgerView):
+class VectorView(LedgerView, ClosingContext):
     """``VectorStore`` + ``ProjectionLedger`` over one ``VectorState``: the
     committed state for reads, or a unit of work's private copy."""
 
@@ -238,19 +238,8 @@ class VectorView(LedgerView):
     async def aclose(self) -> None:
         """Nothing to release: the unit of work that made this view owns it."""
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class InMemoryVectorStore:
+class InMemoryVectorStore(ClosingContext):
     """``ProjectedVectorStore`` in memory.
 
     Direct reads see committed state; each direct write is a unit of work of
@@ -397,14 +386,3 @@ class InMemoryVectorStore:
 
     async def aclose(self) -> None:
         """Nothing to release; the data lives as long as the object."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

@@ -17,8 +17,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.neo4j import cypher as q
@@ -36,6 +35,7 @@ from adapters.neo4j.runner import Blame
 from contracts.domain import Alias, Entity, ErasureSweep, Relationship, RelationshipKey
 from contracts.errors import AliasCycleError, MissingEntityError, PermanentStoreError
 from contracts.ids import EntityId, TenantId
+from contracts.ports.lifecycle import ClosingContext
 
 
 def _tenant_of(record: Entity | Relationship | Alias) -> TenantId:
@@ -56,20 +56,9 @@ def _scoped(tenant_id: TenantId, method: str) -> Iterator[Partition]:
         yield Partition.current(where=f"neo4j.graph.{method}")
 
 
-class Neo4jGraphView(LedgerOps):
+class Neo4jGraphView(LedgerOps, ClosingContext):
     async def aclose(self) -> None:
         """A unit of work ends with its ``async with``; there is nothing to release."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def _run(
         self, query: Any, part: Partition, *, write: bool, blamed: Sequence[str] = (), **params: Any

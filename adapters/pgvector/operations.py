@@ -3,8 +3,7 @@ work hands out, and what every direct call of ``PgVectorStore`` runs."""
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import asyncpg
 
@@ -12,6 +11,7 @@ from adapters.pgvector.ledger import LedgerOps
 from adapters.pgvector.sql import Statements
 from adapters.pgvector.vectors import VectorOps
 from contracts.domain import EmbeddingIdentity
+from contracts.ports.lifecycle import ClosingContext
 
 __all__ = ["Operations"]
 
@@ -26,7 +26,7 @@ class _Retired:
         raise RuntimeError("this unit of work has ended; open a new one to read or write")
 
 
-class Operations(VectorOps, LedgerOps):
+class Operations(VectorOps, LedgerOps, ClosingContext):
     def __init__(
         self,
         conn: asyncpg.Connection,
@@ -42,14 +42,3 @@ class Operations(VectorOps, LedgerOps):
 
     async def aclose(self) -> None:
         """Nothing to release: the unit of work that made this view owns it."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

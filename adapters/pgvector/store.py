@@ -24,8 +24,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from datetime import datetime
 from functools import partial
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 from pgvector.asyncpg import register_vector
@@ -52,6 +51,7 @@ from contracts.domain import (
 )
 from contracts.ids import EntityId, EventId, TenantId
 from contracts.ids import tenant_id as valid_tenant_id
+from contracts.ports.lifecycle import ClosingContext
 from contracts.ports.vector import VectorUnitOfWork
 
 __all__ = ["PgVectorStore"]
@@ -85,7 +85,7 @@ async def _nothing_to_reset(conn: asyncpg.Connection) -> None:
     still rolls back a transaction left open before calling this."""
 
 
-class PgVectorStore:
+class PgVectorStore(ClosingContext):
     """``ProjectedVectorStore`` on Postgres + pgvector. Build with ``open``."""
 
     def __init__(
@@ -375,14 +375,3 @@ class PgVectorStore:
 
     async def aclose(self) -> None:
         await self._pool.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

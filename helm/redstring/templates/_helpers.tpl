@@ -1,0 +1,179 @@
+{{/* Names and labels. */}}
+{{- define "redstring.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "redstring.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "redstring.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "redstring.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "redstring.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "redstring.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: redstring
+{{- end }}
+
+{{- define "redstring.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/*
+The non-secret settings, as REDSTRING_* name: value lines. The ConfigMap holds
+them for the workers; the topics hook Job (which runs before the ConfigMap
+exists on a first install) gets them as plain env values.
+*/}}
+{{- define "redstring.settings" -}}
+REDSTRING_KAFKA_BOOTSTRAP: {{ .Values.kafka.bootstrap | quote }}
+REDSTRING_KAFKA_SECURITY_PROTOCOL: {{ .Values.kafka.securityProtocol | quote }}
+{{- with .Values.kafka.sasl.mechanism }}
+REDSTRING_KAFKA_SASL_MECHANISM: {{ . | quote }}
+{{- end }}
+{{- with .Values.kafka.sasl.username }}
+REDSTRING_KAFKA_SASL_USERNAME: {{ . | quote }}
+{{- end }}
+{{- if .Values.kafka.tls.caSecret.name }}
+REDSTRING_KAFKA_SSL_CAFILE: {{ printf "/etc/redstring/kafka-ca/%s" .Values.kafka.tls.caSecret.key | quote }}
+{{- end }}
+REDSTRING_TOPIC: {{ .Values.topic.name | quote }}
+REDSTRING_PARTITIONS: {{ .Values.topic.partitions | quote }}
+REDSTRING_REPLICATION_FACTOR: {{ .Values.topic.replicationFactor | quote }}
+REDSTRING_GROUP_ID: {{ .Values.topic.groupId | quote }}
+REDSTRING_NEO4J_URI: {{ .Values.neo4j.uri | quote }}
+REDSTRING_NEO4J_USER: {{ .Values.neo4j.user | quote }}
+REDSTRING_NEO4J_DATABASE: {{ .Values.neo4j.database | quote }}
+REDSTRING_PG_SCHEMA: {{ .Values.postgres.schema | quote }}
+{{- if and (not .Values.postgres.dsnSecret.name) .Values.postgres.dsn }}
+REDSTRING_PG_DSN: {{ .Values.postgres.dsn | quote }}
+{{- end }}
+REDSTRING_EMBEDDING_MODEL: {{ .Values.embedding.model | quote }}
+REDSTRING_EMBEDDING_DIMENSION: {{ .Values.embedding.dimension | quote }}
+REDSTRING_BATCH_SIZE: {{ .Values.projection.batchSize | quote }}
+REDSTRING_BATCH_WAIT_MS: {{ .Values.projection.batchWaitMs | quote }}
+REDSTRING_APPLIED_EVENT_RETENTION_DAYS: {{ .Values.projection.appliedEventRetentionDays | quote }}
+REDSTRING_SESSION_TIMEOUT_S: {{ .Values.projection.sessionTimeoutSeconds | quote }}
+REDSTRING_HTTP_HOST: "0.0.0.0"
+REDSTRING_HTTP_PORT: {{ .Values.httpPort | quote }}
+REDSTRING_LOG_LEVEL: {{ .Values.projection.logLevel | quote }}
+{{- end }}
+
+{{/* A secretKeyRef env entry: (list NAME secretRef). */}}
+{{- define "redstring.secretEnv" -}}
+{{- $name := index . 0 }}{{- $ref := index . 1 -}}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $ref.name | quote }}
+      key: {{ $ref.key | quote }}
+{{- end }}
+
+{{/* Secrets, every one by reference to an existing Secret, then extraEnv. */}}
+{{- define "redstring.env" -}}
+{{- if .Values.kafka.sasl.passwordSecret.name }}
+{{ include "redstring.secretEnv" (list "REDSTRING_KAFKA_SASL_PASSWORD" .Values.kafka.sasl.passwordSecret) }}
+{{- end }}
+{{- if .Values.neo4j.passwordSecret.name }}
+{{ include "redstring.secretEnv" (list "REDSTRING_NEO4J_PASSWORD" .Values.neo4j.passwordSecret) }}
+{{- end }}
+{{- if .Values.postgres.dsnSecret.name }}
+{{ include "redstring.secretEnv" (list "REDSTRING_PG_DSN" .Values.postgres.dsnSecret) }}
+{{- else if .Values.postgres.passwordSecret.name }}
+{{ include "redstring.secretEnv" (list "PGPASSWORD" .Values.postgres.passwordSecret) }}
+{{- end }}
+{{- if .Values.controlKeySecret.name }}
+{{ include "redstring.secretEnv" (list "REDSTRING_CONTROL_KEY" .Values.controlKeySecret) }}
+{{- end }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Checks that cannot be expressed in values.schema.json. */}}
+{{- define "redstring.validate" -}}
+{{- if and (not .Values.postgres.dsnSecret.name) (not .Values.postgres.dsn) }}
+{{- fail "set postgres.dsnSecret.name (an existing Secret holding the DSN) or postgres.dsn (a DSN without a password, with postgres.passwordSecret)" }}
+{{- end }}
+{{- if and .Values.replay.tenant (not .Values.controlKeySecret.name) }}
+{{- fail "replay.tenant needs controlKeySecret.name: the workers accept only signed replay requests" }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes and mounts shared by the workers and the jobs. */}}
+{{- define "redstring.volumes" -}}
+- name: tmp
+  emptyDir: {}
+{{- if .Values.kafka.tls.caSecret.name }}
+- name: kafka-ca
+  secret:
+    secretName: {{ .Values.kafka.tls.caSecret.name | quote }}
+    items:
+      - key: {{ .Values.kafka.tls.caSecret.key | quote }}
+        path: {{ .Values.kafka.tls.caSecret.key | quote }}
+{{- end }}
+{{- with .Values.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "redstring.volumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if .Values.kafka.tls.caSecret.name }}
+- name: kafka-ca
+  mountPath: /etc/redstring/kafka-ca
+  readOnly: true
+{{- end }}
+{{- with .Values.extraVolumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The pod-level settings every pod of the chart shares. */}}
+{{- define "redstring.podCommon" -}}
+automountServiceAccountToken: false
+{{- with .Values.serviceAccountName }}
+serviceAccountName: {{ . | quote }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- range . }}
+  - name: {{ . | quote }}
+  {{- end }}
+{{- end }}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumes:
+  {{- include "redstring.volumes" . | nindent 2 }}
+{{- end }}

@@ -1,0 +1,698 @@
+"""helm/redstring: `helm lint` and `helm template` for the default values and for
+ci/all-on-values.yaml, every rendered object validated offline against the
+Kubernetes JSON schemas (kubernetes-validate ships them), and the promises the
+chart makes checked on the rendered objects.
+
+The helm CLI is built from its Go module, pinned below, into a cache outside the
+repository (~/.cache/redstring/bin, or $REDSTRING_TOOLS_BIN) and reused while it
+reports the pinned version. The first build needs the Go toolchain and the Go
+module proxy and takes a few minutes on 2 cores; everything after is offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from kubernetes_validate.utils import SchemaNotFoundError
+
+from contracts.ids import TENANT_ID_PATTERN
+from streams.settings import Settings
+
+HELM_MODULE = "helm.sh/helm/v3/cmd/helm"
+HELM_VERSION = "v3.22.0"
+# Rendered for the oldest Kubernetes the chart supports (Chart.yaml kubeVersion)
+# and the newest that kubernetes-validate has schemas for.
+KUBE_VERSIONS = ("1.27.0", "1.37.0")
+KUBE_VERSION = KUBE_VERSIONS[-1]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "redstring"
+ALL_ON = CHART / "ci" / "all-on-values.yaml"
+RELEASE = "rs-test"
+NAMESPACE = "streaming"
+
+Manifest = dict[str, Any]
+
+
+# --- the helm binary ----------------------------------------------------------
+
+
+def _tools_bin() -> Path:
+    configured = os.environ.get("REDSTRING_TOOLS_BIN")
+    return Path(configured) if configured else Path.home() / ".cache" / "redstring" / "bin"
+
+
+def _reported_version(binary: Path) -> str | None:
+    try:
+        result = subprocess.run(
+            [str(binary), "version", "--template", "{{.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except OSError:
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+@cache
+def helm_binary() -> Path:
+    binary = _tools_bin() / "helm"
+    if binary.exists() and _reported_version(binary) == HELM_VERSION:
+        return binary
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail(f"the Go toolchain is needed once to build helm {HELM_VERSION}")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "GOBIN": str(binary.parent),
+        "GOTOOLCHAIN": "local",
+        "GOFLAGS": "-mod=mod",
+    }
+    # helm's release builds set the version by linker flag; without it the binary
+    # reports "v3.22", and the cache check above could not tell patch releases apart.
+    ldflags = f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
+    result = subprocess.run(
+        [go, "install", f"-ldflags={ldflags}", f"{HELM_MODULE}@{HELM_VERSION}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=binary.parent,
+        timeout=1800,
+    )
+    assert result.returncode == 0, f"go install helm failed:\n{result.stderr[-4000:]}"
+    assert _reported_version(binary) == HELM_VERSION
+    return binary
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(helm_binary()), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HELM_CACHE_HOME": str(_tools_bin().parent / "helm-cache")},
+    )
+    if check:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@cache
+def _render(
+    kube_version: str, values_files: tuple[str, ...], sets: tuple[str, ...]
+) -> tuple[Manifest, ...]:
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    args += ["--kube-version", kube_version]
+    for path in values_files:
+        args += ["--values", path]
+    for item in sets:
+        args += ["--set", item]
+    out = helm(*args).stdout
+    return tuple(doc for doc in yaml.safe_load_all(out) if doc)
+
+
+def render(*sets: str, all_on: bool = False, kube_version: str = KUBE_VERSION) -> list[Manifest]:
+    files = (str(ALL_ON),) if all_on else ()
+    return list(_render(kube_version, files, tuple(sets)))
+
+
+def render_fails(*sets: str, all_on: bool = False) -> str:
+    args = ["template", RELEASE, str(CHART), "--kube-version", KUBE_VERSION]
+    if all_on:
+        args += ["--values", str(ALL_ON)]
+    for item in sets:
+        args += ["--set", item]
+    result = helm(*args, check=False)
+    assert result.returncode != 0, "expected the chart to refuse these values"
+    return result.stderr
+
+
+def by_kind(docs: list[Manifest], kind: str) -> list[Manifest]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs: list[Manifest], kind: str, component: str | None = None) -> Manifest:
+    found = [
+        d
+        for d in by_kind(docs, kind)
+        if component is None
+        or d["metadata"]["labels"].get("app.kubernetes.io/component") == component
+    ]
+    assert len(found) == 1, f"expected one {kind} {component or ''}, found {len(found)}"
+    return found[0]
+
+
+def pod_spec(obj: Manifest) -> Manifest:
+    spec: Manifest = obj["spec"]["template"]["spec"]
+    return spec
+
+
+def container(obj: Manifest) -> Manifest:
+    (only,) = pod_spec(obj)["containers"]
+    result: Manifest = only
+    return result
+
+
+def env_of(obj: Manifest) -> dict[str, Manifest]:
+    return {e["name"]: e for e in container(obj).get("env", [])}
+
+
+def default_values() -> Manifest:
+    values: Manifest = yaml.safe_load((CHART / "values.yaml").read_text())
+    return values
+
+
+# --- helm itself ----------------------------------------------------------------
+
+
+def test_helm_is_the_pinned_build() -> None:
+    assert _reported_version(helm_binary()) == HELM_VERSION
+    # The binary is cached outside the repository.
+    assert ROOT not in helm_binary().parents
+
+
+@pytest.mark.parametrize("all_on", [False, True], ids=["defaults", "all-on"])
+def test_helm_lint_is_clean(all_on: bool) -> None:
+    args = ["lint", str(CHART), "--strict", "--kube-version", KUBE_VERSION]
+    if all_on:
+        args += ["--values", str(ALL_ON)]
+    result = helm(*args)
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+    # Lint reports a template's `fail` as INFO, and warnings without --strict.
+    for word in ("Fail", "WARNING", "ERROR"):
+        assert word not in result.stdout + result.stderr
+
+
+VARIANTS: dict[str, tuple[bool, tuple[str, ...]]] = {
+    "defaults": (False, ()),
+    "all-on": (True, ()),
+    "offline-replay": (False, ("replay.tenant=acme", "replay.offline=true")),
+    # No secret at all, a password-less DSN in the ConfigMap, no static ids, no extras.
+    "minimal": (
+        False,
+        (
+            "neo4j.passwordSecret.name=",
+            "controlKeySecret.name=",
+            "postgres.dsnSecret.name=",
+            "postgres.dsn=postgresql://redstring@pg/redstring",
+            "staticMembership=false",
+            "podAntiAffinity=",
+            "startupProbe=null",
+            "metrics.service.enabled=false",
+            "podDisruptionBudget.enabled=false",
+            "topicsJob.enabled=false",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_rendered_manifests_are_valid_kubernetes_objects(variant: str, kube_version: str) -> None:
+    all_on, sets = VARIANTS[variant]
+    docs = render(*sets, all_on=all_on, kube_version=kube_version)
+    assert docs
+    without_schema = []
+    for doc in docs:
+        try:
+            kubernetes_validate.validate(doc, kube_version, strict=True)
+        except SchemaNotFoundError:
+            without_schema.append(f"{doc['apiVersion']}/{doc['kind']}")
+    # Only the prometheus-operator CRD has no built-in schema (checked by hand below).
+    assert without_schema == (["monitoring.coreos.com/v1/ServiceMonitor"] if all_on else [])
+
+
+def test_the_schema_validation_has_teeth() -> None:
+    (deployment,) = by_kind(render(), "Deployment")
+    broken = json.loads(json.dumps(deployment))
+    container(broken)["livenessProbe"]["httpGet"]["prot"] = 6066
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBE_VERSION, strict=True)
+
+
+def test_kinds_rendered_by_default() -> None:
+    kinds = sorted(d["kind"] for d in render())
+    assert kinds == ["ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "Service"]
+    (job,) = by_kind(render(), "Job")
+    assert job["metadata"]["labels"]["app.kubernetes.io/component"] == "topics"
+
+
+def test_kinds_rendered_with_everything_on() -> None:
+    kinds = sorted(d["kind"] for d in render(all_on=True))
+    assert kinds == [
+        "ConfigMap",
+        "Deployment",
+        "Job",
+        "Job",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Service",
+        "ServiceMonitor",
+    ]
+
+
+# --- values.schema.json -------------------------------------------------------------
+
+
+def test_values_files_satisfy_the_values_schema() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    jsonschema.validate(default_values(), schema)
+    jsonschema.validate(yaml.safe_load(ALL_ON.read_text()), schema)
+
+
+def test_the_all_on_values_switch_every_option_on() -> None:
+    all_on = yaml.safe_load(ALL_ON.read_text())
+
+    def switches(values: Any, path: str = "") -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        if isinstance(values, dict):
+            for key, value in values.items():
+                found.update(switches(value, f"{path}{key}."))
+        elif isinstance(values, bool):
+            found[path.rstrip(".")] = values
+        return found
+
+    def lookup(values: Any, path: str) -> Any:
+        for key in path.split("."):
+            values = values[key]
+        return values
+
+    toggles = [
+        path
+        for path in switches(default_values())
+        if path.endswith(".enabled") or path in {"staticMembership", "replay.offline"}
+    ]
+    assert len(toggles) >= 7
+    for path in toggles:
+        expected = path != "replay.offline"  # online is the mode to render with everything
+        assert lookup(all_on, path) is expected, path
+    # The options that are not booleans.
+    for path in (
+        "replay.tenant",
+        "kafka.sasl.mechanism",
+        "kafka.sasl.passwordSecret.name",
+        "kafka.tls.caSecret.name",
+        "neo4j.passwordSecret.name",
+        "postgres.dsnSecret.name",
+        "controlKeySecret.name",
+        "image.digest",
+        "serviceAccountName",
+        "imagePullSecrets",
+        "extraEnv",
+        "extraEnvFrom",
+        "extraVolumes",
+        "extraVolumeMounts",
+        "topologySpreadConstraints",
+        "tolerations",
+        "networkPolicy.egress",
+        "networkPolicy.metricsFrom",
+        "metrics.serviceMonitor.labels",
+    ):
+        assert lookup(all_on, path), path
+    assert all_on["podAntiAffinity"] == "hard"
+
+
+@pytest.mark.parametrize(
+    ("sets", "complaint"),
+    [
+        (["unknown=1"], "additional properties"),
+        (["postgres.dsn=postgresql://u:hunter2@pg/db", "postgres.dsnSecret.name="], "dsn"),
+        (["postgres.dsn=host=pg password=hunter2", "postgres.dsnSecret.name="], "dsn"),
+        (["neo4j.uri=bolt://neo4j:hunter2@neo4j:7687"], "uri"),
+        (["extraEnv[0].name=REDSTRING_NEO4J_PASSWORD", "extraEnv[0].value=x"], "extraEnv"),
+        (["replay.tenant=Not A Tenant"], "tenant"),
+        (["kafka.securityProtocol=TLS"], "securityProtocol"),
+        (["podAntiAffinity=always"], "podAntiAffinity"),
+        (["replicaCount=-1"], "replicaCount"),
+    ],
+)
+def test_values_schema_refuses(sets: list[str], complaint: str) -> None:
+    stderr = render_fails(*sets)
+    assert "values don't meet the specifications of the schema" in stderr
+    assert complaint in stderr
+
+
+@pytest.mark.parametrize(
+    ("sets", "complaint"),
+    [
+        (["postgres.dsnSecret.name="], "postgres.dsnSecret.name"),
+        (["replay.tenant=acme", "controlKeySecret.name="], "controlKeySecret.name"),
+    ],
+)
+def test_the_chart_refuses(sets: list[str], complaint: str) -> None:
+    assert complaint in render_fails(*sets)
+
+
+def test_values_yaml_names_the_setting_behind_every_value() -> None:
+    text = (CHART / "values.yaml").read_text()
+    named = set(re.findall(r"\[(REDSTRING_[A-Z0-9_]+)[\]=]", text))
+    every = {f"REDSTRING_{name.upper()}" for name in Settings.model_fields}
+    # The worker id is the pod's name (staticMembership), not a value.
+    assert named == every - {"REDSTRING_WORKER_ID"}, every - named
+
+
+def test_the_replay_tenant_pattern_is_the_contract_s() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    pattern = schema["properties"]["replay"]["properties"]["tenant"]["pattern"]
+    assert pattern == "^$|" + TENANT_ID_PATTERN.pattern
+
+
+# --- the projector Deployment -------------------------------------------------------
+
+
+def test_deployment_defaults() -> None:
+    deployment = one(render(), "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    pod = pod_spec(deployment)
+    # SIGTERM finishes the batch in hand: longer than the 30s default.
+    assert pod["terminationGracePeriodSeconds"] >= 60
+    assert pod["automountServiceAccountToken"] is False
+    worker = container(deployment)
+    assert worker["args"] == ["worker"]
+    assert worker["image"] == "redstring:0.1.0"
+    assert worker["ports"] == [{"name": "http", "containerPort": 6066, "protocol": "TCP"}]
+    assert worker["resources"]["requests"] and worker["resources"]["limits"]["memory"]
+
+
+@pytest.mark.parametrize("all_on", [False, True], ids=["defaults", "all-on"])
+def test_probes_hit_the_worker_endpoints(all_on: bool) -> None:
+    worker = container(one(render(all_on=all_on), "Deployment"))
+    assert worker["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
+    assert worker["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert worker["startupProbe"]["httpGet"]["path"] == "/livez"
+    port = worker["ports"][0]["containerPort"]
+    config = one(render(all_on=all_on), "ConfigMap")["data"]
+    assert config["REDSTRING_HTTP_PORT"] == str(port)
+    assert config["REDSTRING_HTTP_HOST"] == "0.0.0.0"
+
+
+def test_worker_id_is_the_pod_name_for_static_membership() -> None:
+    env = env_of(one(render(), "Deployment"))
+    assert env["REDSTRING_WORKER_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    off = env_of(one(render("staticMembership=false"), "Deployment"))
+    assert "REDSTRING_WORKER_ID" not in off
+
+
+def test_soft_pod_anti_affinity_by_default_and_hard_on_request() -> None:
+    soft = pod_spec(one(render(), "Deployment"))["affinity"]["podAntiAffinity"]
+    (term,) = soft["preferredDuringSchedulingIgnoredDuringExecution"]
+    selector = term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+    assert selector == one(render(), "Deployment")["spec"]["selector"]["matchLabels"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    hard = pod_spec(one(render(all_on=True), "Deployment"))["affinity"]["podAntiAffinity"]
+    (required,) = hard["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required["topologyKey"] == "topology.kubernetes.io/zone"
+    assert "affinity" not in pod_spec(one(render("podAntiAffinity="), "Deployment"))
+
+
+def test_runs_as_the_image_s_non_root_user_with_a_read_only_root() -> None:
+    deployment = one(render(), "Deployment")
+    pod = pod_spec(deployment)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    worker = container(deployment)
+    assert worker["securityContext"]["readOnlyRootFilesystem"] is True
+    assert worker["securityContext"]["allowPrivilegeEscalation"] is False
+    # Faust's data directory lives under /tmp: an emptyDir.
+    mounts = {m["mountPath"]: m["name"] for m in worker["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]
+
+
+def test_a_setting_change_rolls_the_workers() -> None:
+    def checksum(*sets: str) -> str:
+        deployment = one(render(*sets), "Deployment")
+        value: str = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        return value
+
+    assert checksum() != checksum("projection.batchSize=100")
+
+
+def test_pod_disruption_budget_covers_the_workers() -> None:
+    docs = render()
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"] == one(docs, "Deployment")["spec"]["selector"]
+    assert one(render(all_on=True), "PodDisruptionBudget")["spec"] == {
+        "minAvailable": 4,
+        "selector": one(render(all_on=True), "Deployment")["spec"]["selector"],
+    }
+    assert (
+        one(render("podDisruptionBudget.minAvailable=50%"), "PodDisruptionBudget")["spec"][
+            "minAvailable"
+        ]
+        == "50%"
+    )
+    assert not by_kind(render("podDisruptionBudget.enabled=false"), "PodDisruptionBudget")
+
+
+# --- configuration and secrets --------------------------------------------------
+
+
+SECRET_SETTINGS = {
+    name for name, field in Settings.model_fields.items() if "SecretStr" in repr(field.annotation)
+}
+
+
+def test_the_secret_settings_are_the_ones_the_chart_references() -> None:
+    assert SECRET_SETTINGS == {"kafka_sasl_password", "neo4j_password", "pg_dsn", "control_key"}
+
+
+def test_every_setting_can_be_set_through_the_chart() -> None:
+    docs = render(all_on=True)
+    config = set(one(docs, "ConfigMap")["data"])
+    env = set(env_of(one(docs, "Deployment")))
+    every = {f"REDSTRING_{name.upper()}" for name in Settings.model_fields}
+    assert every <= config | env, every - (config | env)
+    # and nothing else: a typo would be silently ignored by the workers.
+    assert config <= every, config - every
+
+
+def test_no_secret_value_in_the_config_map_or_in_plain_env() -> None:
+    for all_on in (False, True):
+        docs = render(all_on=all_on)
+        config = one(docs, "ConfigMap")["data"]
+        for name in SECRET_SETTINGS:
+            assert f"REDSTRING_{name.upper()}" not in config
+        assert "PGPASSWORD" not in config
+        for obj in by_kind(docs, "Deployment") + by_kind(docs, "Job"):
+            for entry in container(obj).get("env", []):
+                secretish = re.search(r"PASSWORD|_DSN$|CONTROL_KEY", entry["name"])
+                if secretish:
+                    assert "value" not in entry, f"{entry['name']} in clear"
+                    assert set(entry["valueFrom"]) == {"secretKeyRef"}
+    assert not by_kind(render(all_on=True), "Secret")  # the chart never creates one
+
+
+def test_secrets_are_referenced_from_existing_secrets() -> None:
+    env = env_of(one(render(all_on=True), "Deployment"))
+    expected = {
+        "REDSTRING_KAFKA_SASL_PASSWORD": ("redstring-kafka", "sasl-password"),
+        "REDSTRING_NEO4J_PASSWORD": ("redstring-neo4j", "password"),
+        "REDSTRING_PG_DSN": ("redstring-pg", "dsn"),
+        "REDSTRING_CONTROL_KEY": ("redstring-control", "control-key"),
+    }
+    for name, (secret, key) in expected.items():
+        assert env[name]["valueFrom"]["secretKeyRef"] == {"name": secret, "key": key}
+    defaults = env_of(one(render(), "Deployment"))
+    assert "REDSTRING_KAFKA_SASL_PASSWORD" not in defaults
+    assert defaults["REDSTRING_PG_DSN"]["valueFrom"]["secretKeyRef"]["name"] == (
+        "redstring-postgres"
+    )
+
+
+def test_a_dsn_without_password_plus_a_password_secret() -> None:
+    docs = render(
+        "postgres.dsnSecret.name=",
+        "postgres.dsn=postgresql://redstring@pg:5432/redstring?sslmode=verify-full",
+        "postgres.passwordSecret.name=pg-auth",
+    )
+    assert one(docs, "ConfigMap")["data"]["REDSTRING_PG_DSN"].startswith("postgresql://redstring@")
+    env = env_of(one(docs, "Deployment"))
+    assert env["PGPASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "pg-auth", "key": "password"}
+    assert "REDSTRING_PG_DSN" not in env
+
+
+def test_kafka_ca_is_mounted_from_a_secret_and_passed_as_a_file() -> None:
+    deployment = one(render(all_on=True), "Deployment")
+    config = one(render(all_on=True), "ConfigMap")["data"]
+    path = Path(config["REDSTRING_KAFKA_SSL_CAFILE"])
+    mounts = {m["mountPath"]: m for m in container(deployment)["volumeMounts"]}
+    mount = mounts[str(path.parent)]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod_spec(deployment)["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "kafka-ca"
+    assert volume["secret"]["items"] == [{"key": "ca.crt", "path": path.name}]
+    assert config["REDSTRING_KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+    assert config["REDSTRING_KAFKA_SASL_MECHANISM"] == "SCRAM-SHA-512"
+
+
+def test_config_map_values_are_what_settings_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    for all_on in (False, True):
+        data = one(render(all_on=all_on), "ConfigMap")["data"]
+        for name in list(os.environ):
+            if name.startswith("REDSTRING_"):
+                monkeypatch.delenv(name)
+        for name, value in data.items():
+            monkeypatch.setenv(name, value)
+        settings = Settings()
+        for name, value in data.items():
+            parsed = getattr(settings, name.removeprefix("REDSTRING_").lower())
+            assert parsed == type(parsed)(value), name
+
+
+# --- metrics -----------------------------------------------------------------------
+
+
+def test_metrics_service_is_annotated_for_prometheus() -> None:
+    docs = render()
+    service = one(docs, "Service")
+    annotations = service["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == "6066"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    assert service["spec"]["selector"] == one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    (port,) = service["spec"]["ports"]
+    assert (port["name"], port["targetPort"]) == ("http", "http")
+    assert not by_kind(docs, "ServiceMonitor")
+
+
+def test_optional_service_monitor_scrapes_the_metrics_service() -> None:
+    docs = render(all_on=True)
+    monitor = one(docs, "ServiceMonitor")
+    service = one(docs, "Service")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint == {
+        "port": "http",
+        "path": "/metrics",
+        "interval": "15s",
+        "scrapeTimeout": "10s",
+    }
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+def test_network_policy_admits_only_the_metrics_port() -> None:
+    docs = render(all_on=True)
+    policy = one(docs, "NetworkPolicy")
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    assert rule["from"][0]["namespaceSelector"]["matchLabels"]
+    assert "Egress" in policy["spec"]["policyTypes"]
+
+
+# --- the topics hook and the replay Job ---------------------------------------------
+
+
+def test_topics_job_is_a_pre_install_and_pre_upgrade_hook() -> None:
+    job = one(render(), "Job", "topics")
+    annotations = job["metadata"]["annotations"]
+    assert set(annotations["helm.sh/hook"].split(",")) == {"pre-install", "pre-upgrade"}
+    assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation"
+    assert container(job)["args"] == ["topics", "create"]
+    assert pod_spec(job)["restartPolicy"] == "Never"
+    # It runs before the ConfigMap exists on a first install: settings inline.
+    worker = one(render(), "Deployment")
+    config = one(render(), "ConfigMap")["data"]
+    env = env_of(job)
+    for name, value in config.items():
+        assert env[name] == {"name": name, "value": value}
+    assert "envFrom" not in container(job)
+    assert (
+        container(worker)["envFrom"][0]["configMapRef"]["name"]
+        == one(render(), "ConfigMap")["metadata"]["name"]
+    )
+    assert not [j for j in by_kind(render("topicsJob.enabled=false"), "Job")]
+
+
+def test_no_replay_job_unless_a_tenant_is_asked_for() -> None:
+    assert not [
+        j
+        for j in by_kind(render(), "Job")
+        if j["metadata"]["labels"]["app.kubernetes.io/component"] == "replay"
+    ]
+
+
+def test_online_replay_job() -> None:
+    docs = render("replay.tenant=acme")
+    job = one(docs, "Job", "replay")
+    assert container(job)["args"] == ["replay", "--tenant", "acme", "--yes"]
+    assert "helm.sh/hook" not in job["metadata"].get("annotations", {})
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+    assert pod_spec(job)["restartPolicy"] == "Never"
+    env = env_of(job)
+    assert env["REDSTRING_CONTROL_KEY"]["valueFrom"]["secretKeyRef"]["name"]
+    assert (
+        container(job)["envFrom"][0]["configMapRef"]["name"]
+        == one(docs, "ConfigMap")["metadata"]["name"]
+    )
+    # Online: the workers keep running and do the rebuild.
+    assert one(docs, "Deployment")["spec"]["replicas"] == 2
+    # A different tenant is a different Job (a Job's spec cannot change in place).
+    other = one(render("replay.tenant=globex"), "Job", "replay")
+    assert other["metadata"]["name"] != job["metadata"]["name"]
+    assert len(job["metadata"]["name"]) <= 63
+
+
+def test_offline_replay_job_stops_the_workers() -> None:
+    docs = render("replay.tenant=acme", "replay.offline=true")
+    job = one(docs, "Job", "replay")
+    assert container(job)["args"] == ["replay", "--tenant", "acme", "--yes", "--offline"]
+    assert one(docs, "Deployment")["spec"]["replicas"] == 0
+    online = one(render("replay.tenant=acme"), "Job", "replay")
+    assert job["metadata"]["name"] != online["metadata"]["name"]
+
+
+@pytest.fixture(scope="module")
+def notes_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the chart whose NOTES.txt is also an ordinary template: `helm
+    template` leaves NOTES out, and `helm install --dry-run` wants a cluster."""
+    copy = tmp_path_factory.mktemp("chart") / "redstring"
+    shutil.copytree(CHART, copy)
+    notes = (copy / "templates" / "NOTES.txt").read_text()
+    templates = copy / "templates"
+    (templates / "_notes-under-test.tpl").write_text(
+        '{{- define "notes-under-test" -}}\n' + notes + "\n{{- end }}\n"
+    )
+    (templates / "notes-under-test.yaml").write_text(
+        'notes: {{ include "notes-under-test" . | toJson }}\n'
+    )
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("sets", "expected"),
+    [
+        ([], "at most\n12 workers do work"),
+        (["replay.tenant=acme"], 'ONLINE REPLAY of tenant "acme"'),
+        (["replay.tenant=acme", "replay.offline=true"], 'OFFLINE REPLAY of tenant "acme"'),
+        (["replicaCount=20"], "WARNING: replicaCount 20 > topic.partitions 12"),
+        (["controlKeySecret.name="], "controlKeySecret is not set"),
+    ],
+)
+def test_notes(notes_chart: Path, sets: list[str], expected: str) -> None:
+    args = ["template", RELEASE, str(notes_chart), "--namespace", NAMESPACE]
+    args += ["--kube-version", KUBE_VERSION, "--show-only", "templates/notes-under-test.yaml"]
+    out = helm(*args, *[arg for item in sets for arg in ("--set", item)]).stdout
+    notes: str = yaml.safe_load(out)["notes"]
+    assert expected in notes, notes
+    if "replay.offline=true" not in sets:
+        assert "OFFLINE" not in notes

@@ -1,0 +1,162 @@
+"""Fixtures of the end-to-end layer: real Kafka, worker processes, both stores.
+
+The stack is shared (other tests, other engineers' runs), so nothing here
+wipes a store: each session works in its own Postgres schema (dropped at the
+end), every test gets its own topic and consumer group (deleted at the end)
+and tenant ids no one else uses; the session's Neo4j nodes are deleted by
+tenant and topic prefix at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.settings import Settings
+from streams.stores import Stores, open_stores
+from streams.topics import admin_client, create_topics, describe_topic
+from tests.e2e.workers import WorkerProcess
+
+SESSION = uuid.uuid4().hex[:6]
+#: Every tenant id of this session starts with this; every topic with TOPIC_PREFIX.
+TENANT_PREFIX = f"e{SESSION}-"
+TOPIC_PREFIX = f"e2e-{SESSION}-"
+PG_SCHEMA = f"e2e_{SESSION}"
+CONTROL_KEY = "e2e-control-key"
+PARTITIONS = 3
+
+_NEO4J_CLEANUP = [
+    "MATCH (n:Entity) WHERE n.tenant_id STARTS WITH $tenants "
+    "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS",
+    "MATCH (n:AliasId) WHERE n.tenant_id STARTS WITH $tenants "
+    "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS",
+    "MATCH (n:AppliedEvent) WHERE n.tenant_id STARTS WITH $tenants "
+    "CALL (n) { DELETE n } IN TRANSACTIONS OF 5000 ROWS",
+    "MATCH (n:RebuildMarker) WHERE n.tenant_id STARTS WITH $tenants DELETE n",
+    "MATCH (n:ErasureTombstone) WHERE n.tenant_id STARTS WITH $tenants DELETE n",
+    "MATCH (n:Checkpoint) WHERE n.topic STARTS WITH $topics DELETE n",
+]
+
+_FIELDS = {
+    "REDSTRING_KAFKA_BOOTSTRAP": "kafka_bootstrap",
+    "REDSTRING_NEO4J_URI": "neo4j_uri",
+    "REDSTRING_NEO4J_USER": "neo4j_user",
+    "REDSTRING_NEO4J_PASSWORD": "neo4j_password",
+    "REDSTRING_PG_DSN": "pg_dsn",
+}
+
+
+@pytest.fixture(scope="session")
+def e2e_env(stack_env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The stack's endpoints plus what every e2e worker shares."""
+    env = {
+        **stack_env,
+        "REDSTRING_PG_SCHEMA": PG_SCHEMA,
+        "REDSTRING_CONTROL_KEY": CONTROL_KEY,
+        "REDSTRING_SESSION_TIMEOUT_S": "6",
+        "REDSTRING_LOG_LEVEL": "INFO",
+    }
+    yield env
+    asyncio.run(_cleanup(env))
+
+
+async def _cleanup(env: dict[str, str]) -> None:
+    import asyncpg
+    from neo4j import AsyncGraphDatabase
+
+    conn = await asyncpg.connect(env["REDSTRING_PG_DSN"])
+    try:
+        schemas = await conn.fetch(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE $1", f"{PG_SCHEMA}%"
+        )
+        for row in schemas:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{row["nspname"]}" CASCADE')
+    finally:
+        await conn.close()
+    auth = (env.get("REDSTRING_NEO4J_USER", "neo4j"), env.get("REDSTRING_NEO4J_PASSWORD", ""))
+    async with AsyncGraphDatabase.driver(env["REDSTRING_NEO4J_URI"], auth=auth) as driver:
+        for statement in _NEO4J_CLEANUP:
+            async with driver.session() as session:
+                result = await session.run(statement, tenants=TENANT_PREFIX, topics=TOPIC_PREFIX)
+                await result.consume()
+
+
+def settings_for(env: dict[str, str], **overrides: Any) -> Settings:
+    """Settings from an env dict (never from this process's environment)."""
+    values: dict[str, Any] = {field: env[key] for key, field in _FIELDS.items() if key in env}
+    values.update(
+        pg_schema=env["REDSTRING_PG_SCHEMA"],
+        control_key=env["REDSTRING_CONTROL_KEY"],
+        topic=env.get("REDSTRING_TOPIC", "unset"),
+        group_id=env.get("REDSTRING_GROUP_ID", "unset"),
+    )
+    values.update(overrides)
+    return Settings(**values)
+
+
+@dataclass
+class Deployment:
+    """One test's topic, group, workers and store handles."""
+
+    env: dict[str, str]
+    settings: Settings
+    topic_id: str
+    log_dir: Path
+    tenant_prefix: str
+    partitions: int = PARTITIONS
+    workers: dict[str, WorkerProcess] = field(default_factory=dict)
+
+    def tenant(self, name: str) -> str:
+        return f"{self.tenant_prefix}{name}"
+
+    def worker(self, worker_id: str = "w1", **env: str) -> WorkerProcess:
+        """A worker of this deployment's group (not started)."""
+        process = WorkerProcess({**self.env, **env}, self.log_dir, worker_id)
+        self.workers[worker_id] = process
+        return process
+
+    def command_env(self, **env: str) -> dict[str, str]:
+        """The environment a `redstring` command of this deployment runs with."""
+        return {**self.env, **env}
+
+
+@contextmanager
+def deployed(e2e_env: dict[str, str], log_dir: Path) -> Iterator[Deployment]:
+    """A fresh topic (3 partitions) and group; its workers are stopped and the
+    topic deleted on the way out."""
+    name = uuid.uuid4().hex[:8]
+    topic = f"{TOPIC_PREFIX}{name}"
+    env = {**e2e_env, "REDSTRING_TOPIC": topic, "REDSTRING_GROUP_ID": f"{topic}-group"}
+    settings = settings_for(env, partitions=PARTITIONS)
+    create_topics(settings)
+    info = describe_topic(settings)
+    deployment = Deployment(env, settings, info.topic_id, log_dir, f"{TENANT_PREFIX}{name}-")
+    try:
+        yield deployment
+    finally:
+        for worker in deployment.workers.values():
+            worker.close()
+        admin_client(settings).delete_topics([settings.topic, settings.dlq_topic])
+
+
+@pytest.fixture
+def deployment(e2e_env: dict[str, str], tmp_path: Path) -> Iterator[Deployment]:
+    with deployed(e2e_env, tmp_path) as deployment:
+        yield deployment
+
+
+@pytest.fixture
+async def stores(deployment: Deployment) -> AsyncIterator[Stores]:
+    """Both real stores, opened as the workers open them (for reading)."""
+    opened = await open_stores(deployment.settings)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()

@@ -19,8 +19,8 @@ class Settings(BaseSettings):
     kafka_bootstrap: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers.")
     kafka_security_protocol: str = Field("PLAINTEXT", description="PLAINTEXT, SSL, SASL_SSL, ...")
     kafka_sasl_mechanism: str | None = Field(None, description="e.g. SCRAM-SHA-512, PLAIN")
-    kafka_sasl_username: str | None = None
-    kafka_sasl_password: SecretStr | None = None
+    kafka_sasl_username: str | None = Field(None, description="SASL user name.")
+    kafka_sasl_password: SecretStr | None = Field(None, description="SASL password.")
     kafka_ssl_cafile: str | None = Field(None, description="CA bundle for SSL listeners.")
     topic: str = Field("redstring.events", description="The events topic.")
     partitions: int = Field(12, ge=1, description="Partitions when creating the topic.")
@@ -29,8 +29,8 @@ class Settings(BaseSettings):
 
     # Stores
     neo4j_uri: str = Field("bolt://127.0.0.1:7687", description="Neo4j Bolt URI.")
-    neo4j_user: str = "neo4j"
-    neo4j_password: SecretStr = SecretStr("")
+    neo4j_user: str = Field("neo4j", description="Neo4j user.")
+    neo4j_password: SecretStr = Field(SecretStr(""), description="Neo4j password.")
     neo4j_database: str = Field("neo4j", description="Neo4j database name.")
     pg_schema: str = Field("redstring", description="Postgres schema holding the vector store.")
     pg_dsn: SecretStr = Field(
@@ -43,7 +43,9 @@ class Settings(BaseSettings):
         "redstring-hashing-v1",
         description="'redstring-hashing-v1' (built in, no download) or a local model directory.",
     )
-    embedding_dimension: int = Field(384, ge=1)
+    embedding_dimension: int = Field(
+        384, ge=1, description="Embedding vector dimension; fixed for a vector store's life."
+    )
 
     # Projection
     control_key: SecretStr = Field(
@@ -64,7 +66,7 @@ class Settings(BaseSettings):
     )
     http_host: str = Field("0.0.0.0", description="Health and metrics endpoint host.")
     http_port: int = Field(6066, description="Health and metrics endpoint port.")
-    log_level: str = "INFO"
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
 
     @property
     def dlq_topic(self) -> str:

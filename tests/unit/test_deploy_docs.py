@@ -18,18 +18,6 @@ BEGIN = "<!-- settings-table: begin (generated from streams.settings.Settings) -
 END = "<!-- settings-table: end -->"
 
 
-# Settings whose Field has no description yet (streams/settings.py is the source
-# of truth; a description there takes precedence over these).
-FALLBACK_DESCRIPTIONS = {
-    "kafka_sasl_username": "SASL user name.",
-    "kafka_sasl_password": "SASL password.",
-    "neo4j_user": "Neo4j user.",
-    "neo4j_password": "Neo4j password.",
-    "embedding_dimension": "Embedding vector dimension; fixed for a vector store's life.",
-    "log_level": "DEBUG, INFO, WARNING or ERROR.",
-}
-
-
 def default_text(value: Any) -> str:
     if isinstance(value, SecretStr):
         value = value.get_secret_value()
@@ -47,7 +35,7 @@ def expected_table() -> str:
     ]
     for name, field in Settings.model_fields.items():
         secret = "yes" if "SecretStr" in repr(field.annotation) else ""
-        description = (field.description or FALLBACK_DESCRIPTIONS.get(name, "")).replace("|", "\\|")
+        description = (field.description or "").replace("|", "\\|")
         rows.append(
             f"| `REDSTRING_{name.upper()}` | {default_text(field.default)} | {secret} "
             f"| {description} |"
@@ -67,10 +55,8 @@ def test_the_reference_lists_every_setting_with_its_default() -> None:
 
 
 def test_every_setting_has_a_description() -> None:
-    for name, field in Settings.model_fields.items():
-        assert field.description or FALLBACK_DESCRIPTIONS.get(name), name
-    stale = {n for n in FALLBACK_DESCRIPTIONS if Settings.model_fields[n].description}
-    assert not stale, f"Settings describes these now: drop them from FALLBACK_DESCRIPTIONS {stale}"
+    undescribed = [n for n, field in Settings.model_fields.items() if not field.description]
+    assert not undescribed, f"describe these in streams/settings.py: {undescribed}"
 
 
 def test_every_setting_is_documented_once() -> None:

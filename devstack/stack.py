@@ -208,7 +208,10 @@ def _ensure_up(layout: Layout, report: Reporter) -> dict[str, str]:
     for thread in threads:
         thread.join()
 
-    errors = [o.error for o in outcomes.values() if o.error is not None]
+    errors: list[DevstackError] = []
+    for outcome in outcomes.values():  # the same problem (no Maven, say) once
+        if outcome.error is not None and str(outcome.error) not in map(str, errors):
+            errors.append(outcome.error)
     if errors:
         started = [name for name, o in outcomes.items() if o.started]
         _stop(layout, _select(layout, started), report=lambda _m: None)

@@ -92,7 +92,7 @@ class Runtime:
         ours = [tp for tp in self.consumer.assignment() if tp.topic == self.settings.topic]
         offsets = {tp: await projector.next_needed(tp.partition) for tp in ours}
         if offsets:
-            await self.consumer._commit(offsets)
+            await self._commit(offsets)
             log.info("committed the stores' positions", extra={"offsets": _show(offsets)})
 
     async def process(self, events: Sequence[Any]) -> None:
@@ -116,13 +116,25 @@ class Runtime:
             consumer.stop_flow()
             try:
                 await consumer.wait_for_stopped_flow()
-                await consumer._commit({tp: decision.seek})
+                await self._commit({tp: decision.seek})
                 await consumer.seek(tp, decision.seek)
             finally:
                 consumer.resume_flow()
             log.info("sought back", extra={"partition": partition, "offset": decision.seek})
         elif decision.commit is not None:
-            await consumer._commit({tp: decision.commit})
+            await self._commit({tp: decision.commit})
+
+    async def _commit(self, offsets: dict[TP, int]) -> None:
+        """Commit what is still assigned. A rebalance can revoke a partition
+        while its batch is in hand; faust's ``_commit`` drops partitions no
+        longer assigned, and when none is left it hands aiokafka an empty
+        dict, which raises ValueError and crashes the consumer thread (found
+        by the two-worker benchmark). The new owner reads from the stores'
+        positions anyway, so the commit is simply not needed."""
+        assigned = self.consumer.assignment()
+        mine = {tp: offset for tp, offset in offsets.items() if tp in assigned}
+        if mine:
+            await self.consumer._commit(mine)
 
     async def update_lag(self) -> None:
         if self.projector is None:

@@ -173,13 +173,23 @@ class Projector:
         if log_records:
             started = time.monotonic()
             log_start = await self._log_start(partition) if self._log_start else 0
-            reports: list[FoldReport] = [
-                await self._retry(
-                    partition,
-                    partial(fold.apply, part, log_records, log_start=log_start, read_from=needed),
+            # The stores are independent (each fold writes its own, under its
+            # own checkpoint): apply the batch to both at once, so that the
+            # worker waits for the slower store rather than for the sum of
+            # the two (measured by bench/e2e.py; docs/performance.md).
+            reports: list[FoldReport] = list(
+                await asyncio.gather(
+                    *(
+                        self._retry(
+                            partition,
+                            partial(
+                                fold.apply, part, log_records, log_start=log_start, read_from=needed
+                            ),
+                        )
+                        for fold in self.folds
+                    )
                 )
-                for fold in self.folds
-            ]
+            )
             self.metrics.batch_latency.observe(time.monotonic() - started)
             self.metrics.batch_size.observe(len(log_records))
             await self._report(partition, reports, fresh, judged)

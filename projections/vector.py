@@ -67,7 +67,7 @@ class VectorProjection(Fold[VectorUnitOfWork]):
                 VectorRecord(
                     tenant_id=tenant,
                     id=EntityId(entity.id),
-                    vector=tuple(float(x) for x in vector),
+                    vector=tuple(map(float, vector)),
                     metadata=vector_metadata(entity, document_id),
                 )
             )

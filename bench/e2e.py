@@ -1,0 +1,1200 @@
+"""End-to-end projection speed on the real stack, side by side with the stores'
+ceiling, the Kafka ceiling and a peer (DESIGN 10; issue 10).
+
+    python -m bench.e2e [--size tiny|small|large] [--seed N] [--no-peer]
+                        [--profile] [--results DIR] [--keep]
+
+One run, on the local stack (``redstring dev up``; endpoints from REDSTRING_*
+or ``.devstack/env``):
+
+1. A seeded workload (``bench/workload.py``): T tenants of Zipf-like sizes,
+   extractions of 5-20 entities and 5-30 relationships with 384-dimension
+   embeddings in the events, about 2% merges and 0.5% unmerges.
+2. Rounds; in each, every side gets the same log under its own tenant ids, in
+   an order that rotates from round to round (the machine is shared: noise
+   should land on every side alike):
+
+   * ``ceiling``: the same rows written straight into Neo4j and pgvector by
+     the direct code of ``bench/neo4j_write.py`` and ``bench/pgvector_write.py``
+     (no Kafka, no folds, no alias resolution; both stores written
+     concurrently, 500 events per chunk);
+   * ``kafka``: a bare confluent-kafka consumer reading the topic, doing nothing;
+   * ``redstring 1w`` / ``redstring 2w``: one or two ``python -m streams
+     worker`` processes on a fresh 12-partition topic, until both stores'
+     checkpoints hold the whole log;
+   * ``quix``: Quix Streams with its Neo4j and PostgreSQL sinks
+     (``bench/quix_peer.py``), in its own virtualenv under
+     ``~/.cache/redstring/bench/quix-venv``, until its group's committed
+     offsets reach the end of the topic (its sinks flush before it commits).
+
+   A side's time runs from the moment its consumer is ready to read (the
+   worker's "committed the stores' positions" log line after its first
+   rebalance; Quix's first message) to the moment the whole log is visible.
+3. End-to-end latency at a fixed offered load (half the 1-worker throughput):
+   a paced producer publishes to the 1-worker side's topic while its worker
+   runs; each event's latency is publish to visible in both stores
+   (checkpoints polled every 50 ms).
+4. Replay: one large tenant alone on a topic, projected once, then rebuilt by
+   a signed ``TenantReplayRequested`` (online replay); replay time over first
+   projection time. Cost per event as the graph grows: seconds per event over
+   the first 10% vs the last 10% of that first projection.
+
+Writes ``bench/results/latest.md`` (the README table), ``latest.json`` and
+``docs/bench-throughput.png`` (throughput over the run). Everything it creates
+(topics, groups, tenants, schemas) is named ``bench-<run>``/``bench_<run>``
+and removed at the end. Wall-clock numbers; no test asserts on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from bench.workload import DIMENSION, SIZES, Planned, Size, Workload, generate, render, tenant_names
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+PLOT = ROOT / "docs" / "bench-throughput.png"
+QUIX_VENV = Path.home() / ".cache" / "redstring" / "bench" / "quix-venv"
+QUIX_PACKAGES = ["quixstreams==3.28.1", "neo4j==6.4.1", "psycopg2-binary==2.9.13"]
+PARTITIONS = 12
+CHUNK = 500  # the ceiling's events per write, as the workers' batch size
+CONTROL_KEY = "bench-control-key"
+READY_LINE = "committed the stores' positions"
+INDEXES = {
+    "bench_quix_entity": "QuixEntity",
+    "bench_quix_alias": "QuixAlias",
+    "bench_ceiling_alias": "BenchCeilingAlias",
+}
+
+
+def load_stack_env() -> None:
+    """REDSTRING_* from the environment, else from .devstack/env."""
+    stack = ROOT / ".devstack" / "env"
+    if not stack.exists():
+        return
+    for line in stack.read_text().splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        if key.strip():
+            os.environ.setdefault(key.strip(), value.strip().strip("'\""))
+
+
+# -- results ------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    name: str
+    round: int
+    events: int
+    entities: int
+    relationships: int
+    seconds: float
+    #: (seconds since the side's start, events visible)
+    timeline: list[tuple[float, int]] = field(default_factory=list)
+    peak_rss_mb: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else float("inf")
+
+
+@dataclass
+class Report:
+    run: str
+    size: str
+    seed: int
+    started: str
+    workload: dict[str, Any]
+    machine: dict[str, Any]
+    sides: list[Side] = field(default_factory=list)
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    replay: dict[str, float] = field(default_factory=dict)
+    growth: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def totals(self) -> dict[str, Side]:
+        """Per side, summed over rounds."""
+        out: dict[str, Side] = {}
+        for s in self.sides:
+            t = out.setdefault(s.name, Side(s.name, 0, 0, 0, 0, 0.0))
+            t.events += s.events
+            t.entities += s.entities
+            t.relationships += s.relationships
+            t.seconds += s.seconds
+            t.peak_rss_mb.extend(s.peak_rss_mb)
+            t.cpu_seconds.extend(s.cpu_seconds)
+        return out
+
+
+# -- process helpers ----------------------------------------------------------------
+
+
+def peak_rss_mb(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def _log_time(path: Path, needle: str) -> float | None:
+    """The wall-clock time of the first JSON log line whose msg is ``needle``."""
+    if not path.exists():
+        return None
+    for line in path.read_text(errors="replace").splitlines():
+        if needle in line and line.startswith("{"):
+            with contextlib.suppress(ValueError, KeyError):
+                return datetime.fromisoformat(json.loads(line)["ts"]).timestamp()
+    return None
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# -- the harness --------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, size: Size, seed: int, results: Path, *, peer: bool, profile: bool):
+        from streams.settings import Settings
+
+        self.size = size
+        self.seed = seed
+        self.run = uuid.uuid4().hex[:6]
+        self.prefix = f"bench-{self.run}-"
+        self.schema = f"bench_{self.run}"
+        self.results = results / self.run
+        self.results.mkdir(parents=True, exist_ok=True)
+        self.peer = peer
+        self.profile = profile
+        self.settings = Settings().model_copy(update={"pg_schema": self.schema})
+        self.topics: list[str] = []
+        self.groups: list[str] = []
+        self.pg_schemas: list[str] = [self.schema]
+        self.driver: Any = None
+        self.pg: Any = None
+
+    # -- setup and cleanup --
+
+    async def open(self) -> None:
+        import asyncpg
+        from neo4j import AsyncGraphDatabase, NotificationMinimumSeverity
+        from pgvector.asyncpg import register_vector
+
+        from streams.stores import open_stores
+
+        s = self.settings
+        self.driver = AsyncGraphDatabase.driver(
+            s.neo4j_uri,
+            auth=(s.neo4j_user, s.neo4j_password.get_secret_value()),
+            notifications_min_severity=NotificationMinimumSeverity.OFF,
+        )
+        # A pool: other engineers' tests restart the shared servers, and a pool
+        # replaces a connection the server dropped.
+        self.pg = await asyncpg.create_pool(
+            s.pg_dsn.get_secret_value(), min_size=1, max_size=3, init=register_vector
+        )
+        # The peer's and the ceiling's Neo4j lookups get the index the adapter's
+        # Entity label has (dropped at the end).
+        for name, label in INDEXES.items():
+            await self._neo4j(
+                f"CREATE INDEX {name} IF NOT EXISTS FOR (n:{label}) ON (n.tenant_id, n.id)"
+            )
+        # The workers' schema, migrated once here rather than raced by two workers.
+        stores = await open_stores(s)
+        await stores.aclose()
+
+    async def cleanup(self) -> None:
+        from streams.topics import admin_client
+
+        if self.driver is not None:
+            statements = [
+                f"MATCH (n:{label}) WHERE n.tenant_id STARTS WITH $p "
+                "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
+                for label in (
+                    "Entity",
+                    "AliasId",
+                    "AppliedEvent",
+                    "RebuildMarker",
+                    "ErasureTombstone",
+                    "QuixEntity",
+                    "QuixAlias",
+                    "BenchCeilingAlias",
+                )
+            ]
+            statements.append("MATCH (c:Checkpoint) WHERE c.topic STARTS WITH $p DELETE c")
+            statements += [f"DROP INDEX {name} IF EXISTS" for name in INDEXES]
+            for statement in statements:
+                await retrying(lambda statement=statement: self._neo4j(statement, p=self.prefix))
+            await self.driver.close()
+        if self.pg is not None:
+            for schema in self.pg_schemas:
+                await retrying(
+                    lambda schema=schema: self.pg.execute(
+                        f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'
+                    )
+                )
+            await self.pg.close()
+        admin = admin_client(self.settings)
+        names = [t for topic in self.topics for t in (topic, f"{topic}.dlq")]
+        if names:
+            for future in admin.delete_topics(names, request_timeout=30).values():
+                with contextlib.suppress(Exception):
+                    future.result()
+        if self.groups:
+            for future in admin.delete_consumer_groups(self.groups, request_timeout=30).values():
+                with contextlib.suppress(Exception):
+                    future.result()
+
+    # -- topics and publishing --
+
+    def topic_settings(self, topic: str) -> Any:
+        return self.settings.model_copy(update={"topic": topic, "partitions": PARTITIONS})
+
+    async def publish(self, label: str, workload: Workload) -> tuple[str, list[str]]:
+        """A fresh topic holding the workload under this label's tenants."""
+        from streams.kafka_producer import AsyncProducer
+        from streams.topics import create_topics, describe_topic
+
+        topic = f"{self.prefix}{label}"
+        settings = self.topic_settings(topic)
+        create_topics(settings)
+        self.topics.append(topic)
+        describe_topic(settings)  # waits for the partitions' leaders
+        tenants = tenant_names(f"{self.prefix}{label}-", workload.tenants, PARTITIONS)
+        producer = AsyncProducer(settings)
+        try:
+            futures = []
+            for event in workload.events:
+                key, value = render(event, tenants)
+                headers: list[tuple[str, str | bytes | None]] = [
+                    ("event_type", event.kind.encode()),
+                    ("schema_version", b"1"),
+                ]
+                futures.append(producer.send(topic, key, value, headers))
+            await asyncio.gather(*futures)
+        finally:
+            await asyncio.to_thread(producer.close)
+        return topic, tenants
+
+    def highs(self, topic: str) -> dict[int, int]:
+        from streams.topics import describe_topic
+
+        info = describe_topic(self.topic_settings(topic))
+        return {p.partition: p.high for p in info.partitions}
+
+    # -- what is visible --
+
+    async def _neo4j(self, statement: str, **params: Any) -> list[Any]:
+        async with self.driver.session(database=self.settings.neo4j_database) as session:
+            result = await session.run(statement, **params)
+            return [record async for record in result]
+
+    async def visible(self, topic: str) -> dict[int, int]:
+        """Per partition, the lower of the two stores' checkpoints."""
+        return await retrying(lambda: self._visible(topic))
+
+    async def _visible(self, topic: str) -> dict[int, int]:
+        records = await self._neo4j(
+            "MATCH (c:Checkpoint) WHERE c.topic = $t AND c.offset IS NOT NULL "
+            "RETURN c.partition AS p, c.offset AS o",
+            t=topic,
+        )
+        graph = {r["p"]: r["o"] for r in records}
+        rows = await self.pg.fetch(
+            f'SELECT partition, last_offset FROM "{self.schema}".checkpoints '
+            "WHERE topic = $1 AND last_offset IS NOT NULL",
+            topic,
+        )
+        vector = {r["partition"]: r["last_offset"] for r in rows}
+        return {p: min(o, vector[p]) for p, o in graph.items() if p in vector}
+
+    @staticmethod
+    def done(visible: dict[int, int], highs: dict[int, int]) -> int:
+        return sum(min(visible.get(p, -1) + 1, high) for p, high in highs.items())
+
+    # -- the sides --
+
+    async def ceiling(self, rnd: int, workload: Workload) -> Side:
+        from adapters.neo4j.rows import order_key  # noqa: F401  (the ceiling's stored shape)
+        from bench.neo4j_write import Batch, ceiling_batch
+        from bench.pgvector_write import TABLE_DDL, unnest_insert
+        from contracts.domain import Entity, Relationship, VectorRecord
+        from contracts.ids import EntityId, TenantId
+
+        label = f"r{rnd}-ceiling"
+        tenants = tenant_names(f"{self.prefix}{label}-", workload.tenants, PARTITIONS)
+        schema = f"{self.schema}_c{rnd}"
+        self.pg_schemas.append(schema)
+        s = f'"{schema}"'
+        await self.pg.execute(f"CREATE SCHEMA {s};" + TABLE_DDL.format(s=s, dim=DIMENSION))
+        await self.pg.execute(
+            f"CREATE TABLE {s}.aliases (tenant_id text, alias_id text, canonical_id text, "
+            "PRIMARY KEY (tenant_id, alias_id))"
+        )
+        pool = workload.pool
+
+        def rows(chunk: Sequence[Planned]) -> tuple[dict[str, Any], list[tuple[str, str, str]]]:
+            docs: dict[str, Any] = {}
+            merges: list[tuple[str, str, str]] = []
+            for ev in chunk:
+                tenant = TenantId(tenants[ev.tenant])
+                p = ev.payload
+                if ev.kind == "EntitiesMerged":
+                    merges += [(tenant, a, p["canonical_id"]) for a in p["absorbed_ids"]]
+                    continue
+                if ev.kind == "EntitiesUnmerged":
+                    merges += [(tenant, a, "") for a in p["restored_ids"]]
+                    continue
+                batch, vectors = docs.setdefault(tenant, (Batch([], []), []))
+                for e, k in zip(p["entities"], ev.embeddings, strict=True):
+                    eid = EntityId(e["id"])
+                    batch.entities.append(
+                        Entity(tenant, eid, e["name"], e["type"], e["properties"])
+                    )
+                    vectors.append(
+                        VectorRecord(
+                            tenant,
+                            eid,
+                            pool[k],
+                            {
+                                "entity_type": e["type"],
+                                "name": e["name"],
+                                "document_id": p["document_id"],
+                            },
+                        )
+                    )
+                for r in p["relationships"]:
+                    batch.relationships.append(
+                        Relationship(
+                            tenant,
+                            EntityId(r["source"]),
+                            EntityId(r["target"]),
+                            r["type"],
+                            r["confidence"],
+                            r["properties"],
+                        )
+                    )
+            return docs, merges
+
+        database = self.settings.neo4j_database
+
+        async def graph(docs: dict[str, Any], merges: list[tuple[str, str, str]]) -> None:
+            async with self.driver.session(database=database) as session:
+                for tenant, (batch, _) in docs.items():
+                    await ceiling_batch(session, tenant, batch)
+                if merges:
+                    await (
+                        await session.run(
+                            "UNWIND $rows AS row MERGE (x:BenchCeilingAlias "
+                            "{tenant_id: row[0], id: row[1]}) SET x.canonical = row[2]",
+                            rows=[list(m) for m in merges],
+                        )
+                    ).consume()
+
+        async def vector(
+            docs: dict[str, Any], merges: list[tuple[str, str, str]], offset: int
+        ) -> None:
+            async with self.pg.acquire() as conn:
+                write_vectors = unnest_insert(conn, s)
+                for tenant, (_, vectors) in docs.items():
+                    await write_vectors(tenant, vectors, offset)
+                if merges:
+                    await conn.executemany(
+                        f"INSERT INTO {s}.aliases VALUES ($1, $2, $3) ON CONFLICT (tenant_id, "
+                        "alias_id) DO UPDATE SET canonical_id = EXCLUDED.canonical_id",
+                        merges,
+                    )
+
+        timeline: list[tuple[float, int]] = []
+        started = time.time()
+        done = 0
+        for offset, start in enumerate(range(0, len(workload.events), CHUNK)):
+            chunk = workload.events[start : start + CHUNK]
+            docs, merges = rows(chunk)
+            # Both stores at once; a side a server restart interrupted is
+            # written again (upserts: the same rows).
+            await asyncio.gather(
+                retrying(lambda d=docs, m=merges: graph(d, m)),
+                retrying(lambda d=docs, m=merges, o=offset: vector(d, m, o)),
+            )
+            done += len(chunk)
+            timeline.append((time.time() - started, done))
+        seconds = time.time() - started
+        return Side(
+            "ceiling",
+            rnd,
+            len(workload.events),
+            workload.entities,
+            workload.relationships,
+            seconds,
+            timeline,
+        )
+
+    async def kafka_ceiling(self, rnd: int, topic: str, workload: Workload) -> Side:
+        def consume() -> tuple[float, list[tuple[float, int]]]:
+            from confluent_kafka import Consumer, TopicPartition
+
+            group = f"{self.prefix}r{rnd}-kafka"
+            consumer = Consumer(
+                {
+                    **self.settings.kafka_client_config(),
+                    "group.id": group,
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                }
+            )
+            consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+            timeline: list[tuple[float, int]] = []
+            started = time.time()
+            seen = 0
+            try:
+                while seen < len(workload.events):
+                    messages = consumer.consume(500, timeout=0.05)
+                    seen += sum(1 for m in messages if m.error() is None)
+                    timeline.append((time.time() - started, seen))
+                    if time.time() - started > 300:
+                        raise TimeoutError("the bare consumer did not reach the end in 300 s")
+            finally:
+                consumer.close()
+            return time.time() - started, timeline
+
+        seconds, timeline = await asyncio.to_thread(consume)
+        return Side(
+            "kafka",
+            rnd,
+            len(workload.events),
+            workload.entities,
+            workload.relationships,
+            seconds,
+            timeline,
+        )
+
+    async def redstring(
+        self,
+        rnd: int,
+        workers: int,
+        topic: str,
+        workload: Workload,
+        *,
+        while_running: Callable[[float], Awaitable[None]] | None = None,
+        profile: bool = False,
+    ) -> Side:
+        group = f"{topic}-group"
+        self.groups.append(group)
+        procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+        highs = self.highs(topic)
+        total = sum(highs.values())
+        spy: subprocess.Popen[bytes] | None = None
+        for i in range(workers):
+            log = self.results / f"{topic.removeprefix(self.prefix)}-w{i}.log"
+            env = {
+                **os.environ,
+                "REDSTRING_TOPIC": topic,
+                "REDSTRING_GROUP_ID": group,
+                "REDSTRING_PG_SCHEMA": self.schema,
+                "REDSTRING_CONTROL_KEY": CONTROL_KEY,
+                "REDSTRING_HTTP_PORT": str(_free_port()),
+                "REDSTRING_HTTP_HOST": "127.0.0.1",
+                "REDSTRING_SESSION_TIMEOUT_S": "6",
+                "REDSTRING_WORKER_ID": f"{group}-{i}",
+                "REDSTRING_LOG_LEVEL": "INFO",
+                "PYTHONUNBUFFERED": "1",
+            }
+            with log.open("wb") as out:
+                proc = subprocess.Popen(  # noqa: ASYNC220 (a benchmark harness)
+                    [sys.executable, "-m", "streams", "worker"],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            procs.append((proc, log))
+        if profile:
+            spy = subprocess.Popen(  # noqa: ASYNC220
+                [
+                    str(Path(sys.executable).with_name("py-spy")),
+                    "record",
+                    "--pid",
+                    str(procs[0][0].pid),
+                    "--rate",
+                    "50",
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(self.results / "worker-profile.txt"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        started = time.time()
+        samples: list[tuple[float, int]] = []
+        try:
+            deadline = started + max(180.0, total / 5)
+            while True:
+                done = self.done(await self.visible(topic), highs)
+                samples.append((time.time(), done))
+                if done >= total:
+                    break
+                for proc, log in procs:
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"a worker exited ({proc.returncode}); see {log}")
+                if time.time() > deadline:
+                    raise TimeoutError(
+                        f"{topic}: {done}/{total} visible after {deadline - started:.0f}s"
+                    )
+                await asyncio.sleep(0.2)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
+                spy = None
+            ready = [t for _, log in procs if (t := _log_time(log, READY_LINE)) is not None]
+            t0 = min(ready) if ready else started
+            if while_running is not None:
+                await while_running(total / max(1e-9, samples[-1][0] - t0))
+            rss = [peak_rss_mb(p.pid) for p, _ in procs]
+            cpu = [cpu_seconds(p.pid) for p, _ in procs]
+        finally:
+            if spy is not None and spy.poll() is None:
+                spy.send_signal(signal.SIGINT)
+                spy.wait(timeout=60)
+            for proc, _ in procs:
+                _stop(proc)
+        return Side(
+            f"redstring {workers}w",
+            rnd,
+            len(workload.events),
+            workload.entities,
+            workload.relationships,
+            samples[-1][0] - t0,
+            [(t - t0, d) for t, d in samples if t >= t0],
+            rss,
+            cpu,
+        )
+
+    # -- the peer --
+
+    def quix_python(self) -> Path:
+        python = QUIX_VENV / "bin" / "python"
+        if not python.exists():
+            print(f"  creating {QUIX_VENV} (Quix Streams, its own confluent-kafka pin)")
+            QUIX_VENV.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run([sys.executable, "-m", "venv", str(QUIX_VENV)], check=True)
+            subprocess.run(
+                [str(python), "-m", "pip", "install", "--quiet", *QUIX_PACKAGES], check=True
+            )
+        return python
+
+    async def quix(self, rnd: int, topic: str, workload: Workload) -> Side:
+        from confluent_kafka import Consumer, TopicPartition
+
+        python = self.quix_python()
+        schema = f"{self.schema}_q{rnd}"
+        self.pg_schemas.append(schema)
+        # Constraint names unique to this schema: the sink reads a table's primary
+        # key by joining information_schema on the constraint name alone, so a
+        # ``vectors_pkey`` in another schema (the workers') would confuse it.
+        await self.pg.execute(
+            f'CREATE SCHEMA "{schema}";'
+            f'CREATE TABLE "{schema}".vectors ("timestamp" timestamp, __key text, '
+            f"tenant_id text, id text, embedding vector({DIMENSION}), name text, type text, "
+            f"document_id text, CONSTRAINT {schema}_vectors_pk PRIMARY KEY (tenant_id, id));"
+            f'CREATE TABLE "{schema}".aliases ("timestamp" timestamp, __key text, '
+            "tenant_id text, alias_id text, canonical_id text, "
+            f"CONSTRAINT {schema}_aliases_pk PRIMARY KEY (tenant_id, alias_id))"
+        )
+        neo = urlparse(self.settings.neo4j_uri)
+        pg = urlparse(self.settings.pg_dsn.get_secret_value())
+        group = f"{topic}-quix"
+        self.groups.append(group)
+        config = {
+            "bootstrap": self.settings.kafka_bootstrap,
+            "topic": topic,
+            "group": group,
+            "neo4j_host": neo.hostname,
+            "neo4j_port": neo.port or 7687,
+            "neo4j_user": self.settings.neo4j_user,
+            "neo4j_password": self.settings.neo4j_password.get_secret_value(),
+            "pg_host": pg.hostname,
+            "pg_port": pg.port or 5432,
+            "pg_dbname": pg.path.lstrip("/"),
+            "pg_user": pg.username or "postgres",
+            "pg_password": pg.password or "",
+            "pg_schema": schema,
+        }
+        highs = self.highs(topic)
+        total = sum(highs.values())
+        log = self.results / f"{topic.removeprefix(self.prefix)}-quix.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(  # noqa: ASYNC220 (a benchmark harness)
+                [str(python), str(ROOT / "bench" / "quix_peer.py"), json.dumps(config)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=self.results,
+            )
+        watcher = Consumer({**self.settings.kafka_client_config(), "group.id": group})
+        parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        samples: list[tuple[float, int]] = []
+        started = time.time()
+        try:
+            deadline = started + max(180.0, total / 5)
+            while True:
+                committed = await asyncio.to_thread(watcher.committed, parts, 10)
+                done = sum(max(0, tp.offset) for tp in committed)
+                samples.append((time.time(), done))
+                if done >= total:
+                    break
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the Quix peer exited ({proc.returncode}); see {log}")
+                if time.time() > deadline:
+                    raise TimeoutError(f"quix: {done}/{total} committed; see {log}")
+                await asyncio.sleep(0.2)
+            t0 = started
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith('{"event": "first"'):
+                    t0 = json.loads(line)["t"]
+            rss, cpu = [peak_rss_mb(proc.pid)], [cpu_seconds(proc.pid)]
+        finally:
+            watcher.close()
+            _stop(proc)
+        return Side(
+            "quix",
+            rnd,
+            len(workload.events),
+            workload.entities,
+            workload.relationships,
+            samples[-1][0] - t0,
+            [(t - t0, d) for t, d in samples if t >= t0],
+            rss,
+            cpu,
+        )
+
+    # -- latency at a fixed offered load --
+
+    async def latency(
+        self, topic: str, tenants: list[str], rate: float, seconds: float
+    ) -> dict[str, float]:
+        from streams.kafka_producer import AsyncProducer
+
+        count = max(10, int(rate * seconds))
+        events = generate(self.seed + 1, len(tenants), count).events
+        producer = AsyncProducer(self.topic_settings(topic))
+        pending: list[tuple[float, asyncio.Future[Any]]] = []
+        latencies: list[float] = []
+
+        async def pace() -> None:
+            start = time.time()
+            for i, event in enumerate(events):
+                delay = start + i / rate - time.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                key, value = render(event, tenants)
+                headers: list[tuple[str, str | bytes | None]] = [
+                    ("event_type", event.kind.encode()),
+                    ("schema_version", b"1"),
+                ]
+                sent = time.time()
+                pending.append((sent, producer.send(topic, key, value, headers)))
+
+        pacer = asyncio.ensure_future(pace())
+        deadline = time.time() + seconds + 120
+        try:
+            while not pacer.done() or pending:
+                await asyncio.sleep(0.05)
+                visible = await self.visible(topic)
+                now = time.time()
+                still = []
+                for sent, future in pending:
+                    if future.done():
+                        pos = future.result()
+                        if visible.get(pos.partition, -1) >= pos.offset:
+                            latencies.append((now - sent) * 1000)
+                            continue
+                    still.append((sent, future))
+                pending[:] = still
+                if now > deadline:
+                    raise TimeoutError(f"latency phase: {len(pending)} events not visible")
+            await pacer
+        finally:
+            pacer.cancel()
+            await asyncio.to_thread(producer.close)
+        return {
+            "offered_per_s": rate,
+            "events": len(latencies),
+            "p50": percentile(latencies, 0.50),
+            "p95": percentile(latencies, 0.95),
+            "p99": percentile(latencies, 0.99),
+            "max": max(latencies),
+        }
+
+    # -- replay of one large tenant --
+
+    async def replay(self) -> tuple[dict[str, float], dict[str, float]]:
+        from contracts.domain import StreamPartition
+        from contracts.ids import TenantId
+        from streams.replay import publish_control
+        from streams.stores import open_stores
+        from streams.topics import describe_topic
+
+        workload = generate(self.seed + 2, 1, self.size.replay_events)
+        topic, tenants = await self.publish("replay", workload)
+        tenant = TenantId(tenants[0])
+        settings = self.topic_settings(topic).model_copy(
+            update={"control_key": CONTROL_KEY, "pg_schema": self.schema}
+        )
+        result: dict[str, float] = {}
+
+        async def replay_now(rate: float) -> None:
+            info = describe_topic(settings)
+            part = StreamPartition(topic, 0, info.topic_id)
+            requested = time.time()
+            position = await publish_control(settings, "TenantReplayRequested", tenant, "bench")
+            stores = await open_stores(settings)
+            try:
+                while True:
+                    marks = [
+                        m
+                        for store in (stores.graph, stores.vector)
+                        for m in await store.rebuild_markers(part)
+                        if m.tenant_id == tenant
+                    ]
+                    checkpoints = [await s.checkpoint(part) for s in (stores.graph, stores.vector)]
+                    if not marks and min(checkpoints) >= position.offset:
+                        break
+                    if time.time() - requested > 600:
+                        raise TimeoutError("the replay did not finish in 600 s")
+                    await asyncio.sleep(0.1)
+            finally:
+                await stores.aclose()
+            result["replay_s"] = time.time() - requested
+
+        first = await self.redstring(0, 1, topic, workload, while_running=replay_now)
+        result["first_s"] = first.seconds
+        result["events"] = first.events
+        result["ratio"] = result["replay_s"] / first.seconds
+        return result, growth(first.timeline, first.events)
+
+
+def growth(timeline: Sequence[tuple[float, int]], total: int) -> dict[str, float]:
+    """Seconds per 1000 events over the first and the last 10% of a run."""
+
+    def at(fraction: float) -> float:
+        goal = fraction * total
+        previous = (0.0, 0)
+        for t, done in timeline:
+            if done >= goal:
+                (t1, d1) = previous
+                return t1 + (t - t1) * (goal - d1) / max(1, done - d1)
+            previous = (t, done)
+        return timeline[-1][0]
+
+    first = at(0.1) * 1000 / (0.1 * total)
+    last = (at(1.0) - at(0.9)) * 1000 / (0.1 * total)
+    return {"first10_s_per_1k": first, "last10_s_per_1k": last, "ratio": last / first}
+
+
+async def retrying(
+    attempt: Callable[[], Awaitable[Any]], *, tries: int = 60, delay: float = 1.0
+) -> Any:
+    """Store calls of the harness itself: the shared servers get restarted by
+    other test runs, so transient failures are waited out (up to a minute)."""
+    for n in range(tries):
+        try:
+            return await attempt()
+        except Exception as exc:
+            if n == tries - 1:
+                raise
+            print(f"  (store call failed: {type(exc).__name__}; retrying)", file=sys.stderr)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- the run ------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in ("redstring", "faust-streaming", "aiokafka", "confluent-kafka", "neo4j", "asyncpg"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[name] = version(name)
+    quix = QUIX_VENV / "lib"
+    for meta in quix.glob("python*/site-packages/quixstreams-*.dist-info"):
+        out["quixstreams"] = meta.name.removeprefix("quixstreams-").removesuffix(".dist-info")
+    kafka = sorted((Path.home() / ".cache" / "redstring").glob("kafka-*"))
+    if kafka:
+        out["kafka"] = kafka[-1].name.split("-")[1]
+    return out
+
+
+async def _server_versions(bench: Bench) -> dict[str, str]:
+    out: dict[str, str] = {}
+    with contextlib.suppress(Exception):
+        async with bench.driver.session(database=bench.settings.neo4j_database) as session:
+            result = await session.run(
+                "CALL dbms.components() YIELD versions RETURN versions[0] AS v"
+            )
+            record = await result.single()
+            out["neo4j-server"] = str(record["v"]) if record else "?"
+    with contextlib.suppress(Exception):
+        out["postgres"] = str(await bench.pg.fetchval("SHOW server_version")).split()[0]
+        out["pgvector"] = str(
+            await bench.pg.fetchval("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        )
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    load = os.getloadavg()
+    return {
+        "system": f"{platform.system()} {platform.machine()}",
+        "cpus": os.cpu_count(),
+        "load_at_start": round(load[0], 1),
+        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+    }
+
+
+async def run_suite(
+    size_name: str,
+    seed: int,
+    results: Path,
+    *,
+    peer: bool,
+    profile: bool,
+    keep: bool,
+    only: Sequence[str] = (),
+) -> Report:
+    load_stack_env()
+    size = SIZES[size_name]
+    bench = Bench(size, seed, results, peer=peer, profile=profile)
+    workload = generate(seed, size.tenants, size.events)
+    sizes = [len(e.template) for e in workload.events]
+    report = Report(
+        run=bench.run,
+        size=size_name,
+        seed=seed,
+        started=datetime.now().astimezone().isoformat(timespec="seconds"),
+        workload={
+            "tenants": size.tenants,
+            "events": len(workload.events),
+            "kinds": workload.counts(),
+            "entities": workload.entities,
+            "relationships": workload.relationships,
+            "mean_event_kb": round(sum(sizes) / len(sizes) / 1024, 1),
+            "largest_tenant_events": max(len(workload.for_tenant(i)) for i in range(size.tenants)),
+            "partitions": PARTITIONS,
+            "rounds": size.rounds,
+            "replay_tenant_events": size.replay_events,
+        },
+        machine=_machine(),
+    )
+    print(
+        f"run {bench.run}: {len(workload.events)} events, {workload.entities} entities, "
+        f"{workload.relationships} relationships, {size.tenants} tenants, {size.rounds} round(s)"
+    )
+    await bench.open()
+    try:
+        report.machine["versions"] = {**_versions(), **await _server_versions(bench)}
+        for rnd in range(1, size.rounds + 1):
+            topic1, tenants1 = await bench.publish(f"r{rnd}-1w", workload)
+            topic2, _ = await bench.publish(f"r{rnd}-2w", workload)
+            last = rnd == size.rounds
+
+            async def measure_latency(
+                rate: float, tenants: list[str] = tenants1, topic: str = topic1
+            ) -> None:
+                offered = max(2.0, round(rate / 2, 1))
+                print(f"  latency at {offered} events/s offered for {size.latency_seconds:.0f}s")
+                report.latency_ms = await bench.latency(
+                    topic, tenants, offered, size.latency_seconds
+                )
+
+            steps: list[tuple[str, Callable[[], Awaitable[Side]]]] = [
+                ("ceiling", lambda rnd=rnd: bench.ceiling(rnd, workload)),
+                ("kafka", lambda rnd=rnd, t=topic1: bench.kafka_ceiling(rnd, t, workload)),
+                (
+                    "redstring 1w",
+                    lambda rnd=rnd, t=topic1, last=last, f=measure_latency: bench.redstring(
+                        rnd,
+                        1,
+                        t,
+                        workload,
+                        while_running=f if last else None,
+                        profile=profile and rnd == 1,
+                    ),
+                ),
+                ("redstring 2w", lambda rnd=rnd, t=topic2: bench.redstring(rnd, 2, t, workload)),
+            ]
+            if peer:
+                steps.append(("quix", lambda rnd=rnd, t=topic1: bench.quix(rnd, t, workload)))
+            if only:
+                steps = [step for step in steps if step[0] in only]
+            turn = (rnd - 1) % len(steps)
+            for name, step in steps[turn:] + steps[:turn]:
+                side = await step()
+                report.sides.append(side)
+                cpu = f", cpu {sum(side.cpu_seconds):.1f}s" if side.cpu_seconds else ""
+                print(
+                    f"  round {rnd} {name:<13} {side.rate:9.1f} events/s "
+                    f"({side.seconds:6.1f}s{cpu}), load {os.getloadavg()[0]:.1f}"
+                )
+        if not only or "replay" in only:
+            print("  replay of one large tenant")
+            report.replay, report.growth = await bench.replay()
+        report.machine["load_at_end"] = round(os.getloadavg()[0], 1)
+    finally:
+        if keep:
+            print(f"kept topics, groups, tenants and schemas of run {bench.run}")
+        else:
+            await bench.cleanup()
+    print("\n" + write_results(report, results, bench.results))
+    return report
+
+
+def write_results(report: Report, results: Path, run_dir: Path) -> str:
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "latest.json").write_text(json.dumps(asdict(report), indent=1))
+    markdown = render_markdown(report)
+    (results / "latest.md").write_text(markdown)
+    (run_dir / "report.md").write_text(markdown)
+    write_plot(report, results / "throughput.png")
+    return markdown
+
+
+# -- the report ---------------------------------------------------------------------
+
+LABELS = {
+    "ceiling": "ceiling: direct writes, no Kafka",
+    "kafka": "Kafka ceiling: bare consumer",
+    "redstring 1w": "redstring, 1 worker",
+    "redstring 2w": "redstring, 2 workers",
+    "quix": "peer: Quix Streams sinks",
+}
+
+
+def ratios(report: Report) -> dict[str, float]:
+    totals = report.totals()
+    out: dict[str, float] = {}
+    one = totals.get("redstring 1w")
+    if one and "ceiling" in totals:
+        out["1w/ceiling"] = one.rate / totals["ceiling"].rate
+    if one and "quix" in totals:
+        out["1w/quix"] = one.rate / totals["quix"].rate
+    if one and "redstring 2w" in totals:
+        out["2w/1w"] = totals["redstring 2w"].rate / one.rate
+        if "ceiling" in totals:
+            out["2w/ceiling"] = totals["redstring 2w"].rate / totals["ceiling"].rate
+    if one and "kafka" in totals:
+        out["1w/kafka"] = one.rate / totals["kafka"].rate
+    return out
+
+
+def per_round(report: Report, a: str, b: str) -> list[float]:
+    by = {(s.name, s.round): s for s in report.sides}
+    rounds = sorted({s.round for s in report.sides})
+    return [by[(a, r)].rate / by[(b, r)].rate for r in rounds if (a, r) in by and (b, r) in by]
+
+
+def render_markdown(report: Report) -> str:
+    totals = report.totals()
+    r = ratios(report)
+    w = report.workload
+    v = report.machine.get("versions", {})
+    ceiling = totals.get("ceiling")
+    quix = totals.get("quix")
+    kinds = ", ".join(f"{n} {k}" for k, n in w["kinds"].items())
+    lines = [
+        f"Generated by `python -m bench.e2e --size {report.size} --seed {report.seed}` "
+        f"(run {report.run}, {report.started}).",
+        "",
+        f"- **Machine**: {report.machine['system']}, {report.machine['cpus']} cores, "
+        f"{report.machine['memory_gb']} GB, shared with other test runs (load average "
+        f"{report.machine['load_at_start']} at the start, {report.machine.get('load_at_end', '?')} "
+        "at the end).",
+        "- **Versions**: " + ", ".join(f"{k} {val}" for k, val in v.items()),
+        f"- **Workload**: {w['events']:,} events ({kinds}) from {w['tenants']} tenants of "
+        f"Zipf-like sizes (largest {w['largest_tenant_events']} events), "
+        f"{w['entities']:,} entities and {w['relationships']:,} relationships, a 384-dimension "
+        f"embedding per entity in the events ({w['mean_event_kb']} KB per event on average), "
+        f"{w['partitions']} partitions; {w['rounds']} round(s), the sides' order rotating.",
+        "",
+        "| side | events/s | entities/s | relationships/s | / ceiling | / peer | "
+        "process CPU ms/event | peak RSS MB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, label in LABELS.items():
+        side = totals.get(name)
+        if side is None:
+            continue
+        to_ceiling = f"{side.rate / ceiling.rate:.2f}" if ceiling else "-"
+        to_peer = f"{side.rate / quix.rate:.2f}" if quix else "-"
+        cpu = f"{1000 * sum(side.cpu_seconds) / side.events:.1f}" if side.cpu_seconds else "-"
+        rss = f"{max(side.peak_rss_mb):.0f}" if side.peak_rss_mb else "-"
+        lines.append(
+            f"| {label} | {side.rate:,.1f} | {side.entities / side.seconds:,.0f} | "
+            f"{side.relationships / side.seconds:,.0f} | {to_ceiling} | {to_peer} | {cpu} | {rss} |"
+        )
+    lines += ["", "| figure | value |", "| --- | --- |"]
+    if "1w/ceiling" in r:
+        rounds = ", ".join(f"{x:.2f}" for x in per_round(report, "redstring 1w", "ceiling"))
+        lines.append(
+            "| redstring (1 worker) events/s as a fraction of the ceiling | "
+            f"**{r['1w/ceiling']:.2f}** "
+            f"(per round: {rounds}) |"
+        )
+    if "1w/quix" in r:
+        rounds = ", ".join(f"{x:.2f}" for x in per_round(report, "redstring 1w", "quix"))
+        lines.append(
+            f"| redstring (1 worker) events/s as a multiple of the peer | **{r['1w/quix']:.2f}** "
+            f"(per round: {rounds}) |"
+        )
+    if "2w/1w" in r:
+        rounds = ", ".join(f"{x:.2f}" for x in per_round(report, "redstring 2w", "redstring 1w"))
+        lines.append(
+            f"| scaling, 2 workers / 1 worker (12 partitions) | **{r['2w/1w']:.2f}** "
+            f"(per round: {rounds}) |"
+        )
+    if report.replay:
+        rp = report.replay
+        lines.append(
+            f"| online replay / first projection, one tenant of {rp['events']:.0f} events | "
+            f"**{rp['ratio']:.2f}** ({rp['replay_s']:.1f} s vs {rp['first_s']:.1f} s) |"
+        )
+    if report.growth:
+        g = report.growth
+        lines.append(
+            f"| cost per event as the graph grows, last 10% / first 10% of that projection | "
+            f"{g['ratio']:.2f} ({g['last10_s_per_1k']:.1f} vs {g['first10_s_per_1k']:.1f} s "
+            "per 1k events) |"
+        )
+    if report.latency_ms:
+        lat = report.latency_ms
+        lines.append(
+            f"| end-to-end latency, publish to visible in both stores, at {lat['offered_per_s']} "
+            f"events/s offered (1 worker, {lat['events']:.0f} events) | p50 {lat['p50']:.0f} ms, "
+            f"p95 {lat['p95']:.0f} ms, p99 {lat['p99']:.0f} ms |"
+        )
+    if "1w/kafka" in r:
+        lines.append(
+            f"| redstring (1 worker) events/s as a fraction of the bare Kafka consumer | "
+            f"{r['1w/kafka']:.3f} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_plot(report: Report, path: Path) -> None:
+    from bench.png import Series, line_chart
+
+    last = max((s.round for s in report.sides), default=0)
+    colours = {
+        "ceiling": (90, 90, 90),
+        "redstring 1w": (200, 40, 40),
+        "redstring 2w": (240, 140, 20),
+        "quix": (40, 90, 200),
+    }
+    series = []
+    for side in report.sides:
+        if side.round != last or side.name not in colours:
+            continue
+        series.append(Series(side.name, colours[side.name], rolling_rate(side.timeline, 2.0)))
+    if series:
+        line_chart(path, series, x_label="seconds", y_label="events/s")
+
+
+def rolling_rate(timeline: Sequence[tuple[float, int]], window: float) -> list[tuple[float, float]]:
+    """Events/s over the ``window`` seconds before each sample."""
+    points = [(0.0, 0), *timeline]
+    out: list[tuple[float, float]] = []
+    j = 0
+    for t, done in points[1:]:
+        while points[j + 1][0] <= t - window:
+            j += 1
+        t0, d0 = points[j]
+        if t > t0:
+            out.append((t, (done - d0) / (t - t0)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-peer", action="store_true", help="skip the Quix Streams peer")
+    parser.add_argument("--profile", action="store_true", help="py-spy the 1-worker side")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--keep", action="store_true", help="leave topics, tenants, schemas")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated sides to run (ceiling, kafka, redstring 1w, redstring 2w, quix, "
+        "replay); for debugging: ratios need all of them",
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=None, help=f"also copy the plot here (e.g. {PLOT})"
+    )
+    args = parser.parse_args()
+    asyncio.run(
+        run_suite(
+            args.size,
+            args.seed,
+            args.results,
+            peer=not args.no_peer,
+            profile=args.profile,
+            keep=args.keep,
+            only=[name.strip() for name in args.only.split(",") if name.strip()],
+        )
+    )
+    if args.plot is not None:
+        args.plot.write_bytes((args.results / "throughput.png").read_bytes())
+
+
+if __name__ == "__main__":
+    main()

@@ -22,10 +22,8 @@ strategies feeding the properties draw every value kind the stores must hold.
 from __future__ import annotations
 
 import functools
-import inspect
-import re
 import unicodedata
-from typing import Any, get_args, get_type_hints
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -36,51 +34,33 @@ from contracts.ids import EntityId
 from contracts.ports.graph import GraphStore
 from tests.compliance.graph_store import GraphStoreCompliance
 from tests.compliance.strategies import names, property_dicts
+from tests.unit import coverage_gate as gate
+from tests.unit.coverage_gate import (
+    COPY_CONVENTION,
+    TENANT_CONVENTION,
+    named_methods,
+    public_async_methods,
+    uncovered,
+)
 
 #: The one thing introspection cannot infer: which types a read hands back.
 READ_TYPES: frozenset[object] = frozenset({Entity, Relationship, Alias, EntityId})
 
-COPY_CONVENTION = "test_{method}_returns_copies"
-TENANT_CONVENTION = "test_{method}_never_crosses_tenants"
-
-
-def _mentions(annotation: object, targets: frozenset[object]) -> bool:
-    if annotation in targets:
-        return True
-    return any(_mentions(arg, targets) for arg in get_args(annotation))
-
 
 def port_methods() -> dict[str, Any]:
-    return {
-        name: member
-        for name, member in inspect.getmembers(GraphStore, inspect.iscoroutinefunction)
-        if not name.startswith("_")
-    }
+    return public_async_methods(GraphStore)
 
 
 def read_methods() -> set[str]:
-    return {
-        name
-        for name, member in port_methods().items()
-        if _mentions(get_type_hints(member, globalns=vars(graph_port)).get("return"), READ_TYPES)
-    }
+    return gate.read_methods(GraphStore, graph_port, READ_TYPES)
 
 
 def _uncovered(convention: str) -> list[str]:
-    return sorted(
-        method
-        for method in read_methods()
-        if not hasattr(GraphStoreCompliance, convention.format(method=method))
-    )
+    return uncovered(GraphStoreCompliance, read_methods(), convention)
 
 
 def _named_methods(convention: str) -> set[str]:
-    pattern = re.compile("^" + convention.format(method="(?P<method>.+)") + "$")
-    return {
-        match["method"]
-        for name in dir(GraphStoreCompliance)
-        if (match := pattern.match(name)) is not None
-    }
+    return named_methods(GraphStoreCompliance, convention)
 
 
 class TestTheGateCoversTheGraphPort:

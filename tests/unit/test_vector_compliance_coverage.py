@@ -26,9 +26,7 @@ feeding the suite's properties draws the one key the port interprets.
 from __future__ import annotations
 
 import functools
-import inspect
-import re
-from typing import Any, get_args, get_type_hints
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 
@@ -38,46 +36,28 @@ from contracts.ids import EntityId, TenantId
 from contracts.ports.vector import VectorStore
 from tests.compliance.vector_store import VectorStoreCompliance
 from tests.compliance.vector_strategies import TYPE_NAMES, metadata_dicts
+from tests.unit import coverage_gate as gate
+from tests.unit.coverage_gate import (
+    COPY_CONVENTION,
+    TENANT_CONVENTION,
+    named_methods,
+    uncovered,
+)
 
 #: The one thing introspection cannot infer: which types a read hands back.
 READ_TYPES: frozenset[object] = frozenset({VectorRecord, VectorMatch, EntityId})
 
-COPY_CONVENTION = "test_{method}_returns_copies"
-TENANT_CONVENTION = "test_{method}_never_crosses_tenants"
-
-
-def _mentions(annotation: object, targets: frozenset[object]) -> bool:
-    if annotation in targets:
-        return True
-    return any(_mentions(arg, targets) for arg in get_args(annotation))
-
 
 def read_methods() -> set[str]:
-    reads = set()
-    for name, member in inspect.getmembers(VectorStore, inspect.iscoroutinefunction):
-        if name.startswith("_"):
-            continue
-        hints = get_type_hints(member, globalns=vars(vector_port))
-        if _mentions(hints.get("return"), READ_TYPES):
-            reads.add(name)
-    return reads
+    return gate.read_methods(VectorStore, vector_port, READ_TYPES)
 
 
 def _uncovered(convention: str) -> list[str]:
-    return sorted(
-        method
-        for method in read_methods()
-        if not hasattr(VectorStoreCompliance, convention.format(method=method))
-    )
+    return uncovered(VectorStoreCompliance, read_methods(), convention)
 
 
 def _named_methods(convention: str) -> set[str]:
-    pattern = re.compile("^" + convention.format(method="(?P<method>.+)") + "$")
-    return {
-        match["method"]
-        for name in dir(VectorStoreCompliance)
-        if (match := pattern.match(name)) is not None
-    }
+    return named_methods(VectorStoreCompliance, convention)
 
 
 class TestTheGateCoversTheVectorPort:

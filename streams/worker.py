@@ -103,8 +103,16 @@ class Runtime:
             by_partition.setdefault(message.partition, []).append(
                 RawRecord(message.offset, message.key, message.value)
             )
-        for partition, records in sorted(by_partition.items()):
-            decision = await projector.handle(partition, records)
+        # Partitions are independent (each has its own checkpoints and locks in
+        # both stores) and a batch's time is mostly store round trips, so their
+        # units of work run concurrently; the consumer actions (commits, seeks,
+        # pauses) then follow one partition at a time, in partition order.
+        # One partition's records are still handled by one call, in order.
+        ordered = sorted(by_partition.items())
+        decisions = await asyncio.gather(
+            *(projector.handle(partition, records) for partition, records in ordered)
+        )
+        for (partition, _), decision in zip(ordered, decisions, strict=True):
             await self._act(partition, decision)
 
     async def _act(self, partition: int, decision: Decision) -> None:

@@ -73,7 +73,7 @@ PLOT = ROOT / "docs" / "bench-throughput.png"
 QUIX_VENV = Path.home() / ".cache" / "redstring" / "bench" / "quix-venv"
 QUIX_PACKAGES = ["quixstreams==3.28.1", "neo4j==6.4.1", "psycopg2-binary==2.9.13"]
 PARTITIONS = 12
-CHUNK = 500  # the ceiling's events per write, as the workers' batch size
+CHUNK = 2000  # the ceiling's events per write: fewer, larger statements per tenant
 CONTROL_KEY = "bench-control-key"
 READY_LINE = "committed the stores' positions"
 INDEXES = {
@@ -768,6 +768,8 @@ class Bench:
     # -- replay of one large tenant --
 
     async def replay(self) -> tuple[dict[str, float], dict[str, float]]:
+        from pydantic import SecretStr
+
         from contracts.domain import StreamPartition
         from contracts.ids import TenantId
         from streams.replay import publish_control
@@ -778,7 +780,7 @@ class Bench:
         topic, tenants = await self.publish("replay", workload)
         tenant = TenantId(tenants[0])
         settings = self.topic_settings(topic).model_copy(
-            update={"control_key": CONTROL_KEY, "pg_schema": self.schema}
+            update={"control_key": SecretStr(CONTROL_KEY), "pg_schema": self.schema}
         )
         result: dict[str, float] = {}
 

@@ -14,7 +14,7 @@ import asyncio
 import copy
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -67,33 +67,15 @@ def _tenant_of(record: Entity | Relationship | Alias) -> TenantId:
 
 
 def _entity(entity: Entity) -> Entity:
-    return Entity(
-        tenant_id=entity.tenant_id,
-        id=entity.id,
-        name=entity.name,
-        type=entity.type,
-        properties=copy.deepcopy(entity.properties),
-    )
+    return replace(entity, properties=copy.deepcopy(entity.properties))
 
 
 def _relationship(rel: Relationship) -> Relationship:
-    return Relationship(
-        tenant_id=rel.tenant_id,
-        source_id=rel.source_id,
-        target_id=rel.target_id,
-        type=rel.type,
-        confidence=rel.confidence,
-        properties=copy.deepcopy(rel.properties),
-    )
+    return replace(rel, properties=copy.deepcopy(rel.properties))
 
 
 def _alias(alias: Alias) -> Alias:
-    return Alias(
-        tenant_id=alias.tenant_id,
-        alias_id=alias.alias_id,
-        canonical_id=alias.canonical_id,
-        reason=alias.reason,
-    )
+    return replace(alias)
 
 
 def _ordered(rows: Mapping[tuple[TenantId, K], V], tenant: TenantId) -> list[V]:

@@ -93,6 +93,14 @@ class Runtime:
         offsets = {tp: await projector.next_needed(tp.partition) for tp in ours}
         if offsets:
             await self._commit(offsets)
+            # Recovery's seek to the committed offsets skips a committed 0
+            # (aiokafka's seek_to_committed seeks only when the offset is > 0),
+            # so a partition the stores need from its start (fresh stores, a
+            # full rebuild) stayed where an older commit had put it, idle past
+            # the end of the log. Seek here too; recovery's own seek, where it
+            # happens, lands on the same offsets.
+            for tp, offset in offsets.items():
+                await self.consumer.seek(tp, offset)
             log.info("committed the stores' positions", extra={"offsets": _show(offsets)})
 
     async def process(self, events: Sequence[Any]) -> None:

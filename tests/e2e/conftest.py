@@ -10,6 +10,8 @@ tenant and topic prefix at the end.
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -69,7 +71,6 @@ def e2e_env(stack_env: dict[str, str]) -> Iterator[dict[str, str]]:
 
 async def _cleanup(env: dict[str, str]) -> None:
     import asyncpg
-    from neo4j import AsyncGraphDatabase
 
     conn = await asyncpg.connect(env["REDSTRING_PG_DSN"])
     try:
@@ -80,11 +81,19 @@ async def _cleanup(env: dict[str, str]) -> None:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{row["nspname"]}" CASCADE')
     finally:
         await conn.close()
+    await wipe_neo4j(env, TENANT_PREFIX, TOPIC_PREFIX)
+
+
+async def wipe_neo4j(env: dict[str, str], tenants: str, topics: str) -> None:
+    """Delete every node of the tenants and topics with these prefixes: tenant
+    data, applied ids, markers, tombstones and checkpoints."""
+    from neo4j import AsyncGraphDatabase
+
     auth = (env.get("REDSTRING_NEO4J_USER", "neo4j"), env.get("REDSTRING_NEO4J_PASSWORD", ""))
     async with AsyncGraphDatabase.driver(env["REDSTRING_NEO4J_URI"], auth=auth) as driver:
         for statement in _NEO4J_CLEANUP:
             async with driver.session() as session:
-                result = await session.run(statement, tenants=TENANT_PREFIX, topics=TOPIC_PREFIX)
+                result = await session.run(statement, tenants=tenants, topics=topics)
                 await result.consume()
 
 
@@ -125,6 +134,26 @@ class Deployment:
     def command_env(self, **env: str) -> dict[str, str]:
         """The environment a `redstring` command of this deployment runs with."""
         return {**self.env, **env}
+
+    def cli(self, *args: str, **env: str) -> asyncio.Task[tuple[int, str]]:
+        """Run ``redstring ARGS`` as a subprocess of this deployment; the task
+        resolves to (exit status, stdout and stderr)."""
+
+        async def run() -> tuple[int, str]:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "streams",
+                *args,
+                env={**os.environ, **self.command_env(**env)},
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
+            assert proc.returncode is not None
+            return proc.returncode, out.decode(errors="replace")
+
+        return asyncio.ensure_future(run())
 
 
 @contextmanager

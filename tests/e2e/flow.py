@@ -85,8 +85,11 @@ class Counters:
     samples: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def sample(self, worker: WorkerProcess) -> None:
-        with contextlib.suppress(OSError, AssertionError):
-            self.samples[worker.incarnation] = worker.metrics()
+        """A busy worker may answer slowly: a few tries, then keep what we had."""
+        for _ in range(3):
+            with contextlib.suppress(OSError, AssertionError):
+                self.samples[worker.incarnation] = worker.metrics(timeout=5.0)
+                return
 
     def total(self, name: str) -> float:
         return sum(s.get(name, 0.0) for s in self.samples.values())

@@ -41,7 +41,7 @@ async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: S
     """Two workers share the 3 partitions; one is stopped (SIGTERM) while
     events flow; the other takes its partitions over. Nothing is lost, the
     state equals the oracle, and the stopped worker exited cleanly."""
-    records = generate(deployment.tenant("two"), _tenants(deployment, 6), 1200, seed=7)
+    records = generate(deployment.tenant("two"), _tenants(deployment, 6), 800, seed=7)
     w1 = deployment.worker("w1").start()
     w2 = deployment.worker("w2").start()
     await asyncio.to_thread(w1.wait_ready)
@@ -51,7 +51,7 @@ async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: S
         assert status == 200 and json.loads(body) == {"live": True}
     flow = Flow(deployment.settings, records, chunk=60, pause=0.05).start()
     await wait_for_progress(
-        stores, deployment.settings, deployment.topic_id, deployment.partitions, 300, worker=w1
+        stores, deployment.settings, deployment.topic_id, deployment.partitions, 200, worker=w1
     )
     # Both members worked before one of them is stopped.
     before = w2.metrics()
@@ -113,10 +113,12 @@ async def test_kill9_chaos(deployment: Deployment, stores: Stores) -> None:
     letters = read_letters(deployment.settings)
     applied = {s: counters.applied(s) for s in ("graph", "vector")}
     duplicates = {s: counters.skipped(s) for s in ("graph", "vector")}
+    # Counters of a killed incarnation are its last sample before the kill, so
+    # applied and duplicates are lower bounds; lost is exact (from the stores).
     print(
         f"\nCHAOS kills={kills} events={events} seconds={elapsed:.1f} "
-        f"applied(graph/vector)={applied['graph']:.0f}/{applied['vector']:.0f} "
-        f"duplicates_delivered(graph/vector)={duplicates['graph']:.0f}/{duplicates['vector']:.0f} "
+        f"applied(graph/vector)>={applied['graph']:.0f}/{applied['vector']:.0f} "
+        f"duplicates_delivered(graph/vector)>={duplicates['graph']:.0f}/{duplicates['vector']:.0f} "
         f"lost={lost} dead_letters={len(letters)}"
     )
     assert lost == 0

@@ -156,9 +156,9 @@ class WorkerProcess:
                 f"worker {self.worker_id} exited with {self.proc.returncode}:\n{self.tail()}"
             )
 
-    def metrics(self) -> dict[str, float]:
-        """The Prometheus text, as {"name{labels}": value} (samples summed by name)."""
-        status, body = self.get("/metrics")
+    def metrics(self, timeout: float = 2.0) -> dict[str, float]:
+        """The Prometheus text, as {"name{labels}": value}."""
+        status, body = self.get("/metrics", timeout=timeout)
         assert status == 200, f"/metrics answered {status}"
         return parse_metrics(body.decode())
 

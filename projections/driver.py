@@ -59,4 +59,6 @@ async def drive(
             result.dangling += report.dangling
             for failure in report.failed:
                 result.failed.setdefault(failure.offset, failure)
+                # Nothing to send in memory: the result is the dead-letter list.
+                await fold.skip_refused(partition, failure.offset)
     raise RuntimeError(f"the folds did not catch up within {max_batches} batches")

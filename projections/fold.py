@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, NoReturn, Protocol, TypeVar
 
 from contracts.domain import ErasureSweep, ErasureTombstone, RebuildMarker, StreamPartition
 from contracts.errors import (
@@ -50,6 +50,11 @@ class LedgeredStore(ProjectionLedger, Protocol[U_co]):
 
 #: Errors caused by one event's values: skip and dead-letter that event.
 PER_EVENT_ERRORS = (PermanentStoreError, MissingEntityError, DimensionMismatchError)
+
+
+class _Refused(Exception):
+    """A store refused an event: the batch stops before it until the caller has
+    dead-lettered it and called ``skip_refused``."""
 
 
 class _Ahead(Exception):
@@ -146,6 +151,8 @@ class Fold(abc.ABC, Generic[U]):
                 expected = ordered[index - 1].offset + 1
         except _Ahead:
             pass  # the caller seeks back to next_needed_offset
+        except _Refused:
+            pass  # the caller dead-letters report.failed, then calls skip_refused
         report.next_needed_offset = await self.next_needed_offset(partition)
         return report
 
@@ -218,8 +225,7 @@ class Fold(abc.ABC, Generic[U]):
             await self._segment_once(partition, records, report, expected)
         except PER_EVENT_ERRORS as exc:
             if len(records) == 1:
-                await self._skip_failed(partition, records[0], report, str(exc))
-                return
+                self._refuse(records[0], report, str(exc))
             for record in records:
                 await self._segment(partition, [record], report, expected)
                 expected = record.offset + 1
@@ -255,19 +261,29 @@ class Fold(abc.ABC, Generic[U]):
             await admission.persist(uow, original)
         _add(report, scratch)
 
-    async def _skip_failed(
-        self, partition: StreamPartition, record: LogRecord, report: FoldReport, reason: str = ""
-    ) -> None:
-        """Advance past an event a store refused, writing nothing of it."""
-        async with self.store.unit_of_work(partition) as uow:
-            admission = await Admission.load(uow, partition)
-            original = dict(admission.markers)
-            admission.scanned(record.offset)
-            await admission.persist(uow, original)
+    @staticmethod
+    def _refuse(record: LogRecord, report: FoldReport, reason: str) -> NoReturn:
+        """Stop the batch before an event this store refuses, writing nothing of
+        it. The checkpoint stays below it until ``skip_refused``, so a crash before
+        the dead letter is written refuses it again instead of losing it."""
         event_id = str(record.event.event_id) if record.event is not None else ""
         report.failed.append(
             FailedEvent(record.offset, event_id, reason or "the store rejected a value")
         )
+        raise _Refused
+
+    async def skip_refused(self, partition: StreamPartition, offset: int) -> None:
+        """Advance past a refused event once it has been dead-lettered: call it
+        right after the ``apply`` that reported it (which applied everything
+        before it; offsets may have gaps). A no-op when the store is already past
+        it (another worker, or an earlier attempt, skipped it)."""
+        async with self.store.unit_of_work(partition) as uow:
+            admission = await Admission.load(uow, partition)
+            if admission.next_needed() > offset:
+                return
+            original = dict(admission.markers)
+            admission.scanned(offset)
+            await admission.persist(uow, original)
 
     async def _merge(
         self,
@@ -290,11 +306,9 @@ class Fold(abc.ABC, Generic[U]):
                     await self._record_applied(uow, admitted)
                 await admission.persist(uow, original)
         except MergeRefused as refused:
-            await self._skip_failed(partition, record, report, str(refused))
-            return
+            self._refuse(record, report, str(refused))
         except PER_EVENT_ERRORS as exc:
-            await self._skip_failed(partition, record, report, str(exc))
-            return
+            self._refuse(record, report, str(exc))
         except AliasCycleError as exc:
             report.halted = exc
             return

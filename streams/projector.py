@@ -193,6 +193,13 @@ class Projector:
             self.metrics.batch_latency.observe(time.monotonic() - started)
             self.metrics.batch_size.observe(len(log_records))
             await self._report(partition, reports, fresh, judged)
+            # A fold stops before an event its store refuses; only now that the
+            # dead letter is written may the store move past it. A crash before
+            # this point refuses the event again (a duplicate letter, never a
+            # lost one).
+            for fold, report in zip(self.folds, reports, strict=True):
+                for failure in report.failed:
+                    await self._retry(partition, partial(fold.skip_refused, part, failure.offset))
             halted = next((r.halted for r in reports if r.halted is not None), None)
             if halted is not None:
                 pause = f"the store is corrupt and needs an operator: {halted}"
@@ -208,7 +215,8 @@ class Projector:
         after = await self.next_needed(partition)
         last = log_records[-1].offset
         if after <= last:
-            # A store asked for an earlier offset (a rebuild window opened).
+            # A store asked for an earlier offset (a rebuild window opened, or
+            # the records after a refused event are still to be applied).
             self.metrics.seeks.labels(reason="replay").inc()
             return Decision(seek=after, applied=applied)
         if truncated:

@@ -158,9 +158,14 @@ class Worker:
         v = await self.vector.apply(
             PARTITION, records, log_start=self.log_start, read_from=read_from
         )
-        for report in (g, v):
+        for fold, report in ((self.graph, g), (self.vector, v)):
             if report.halted is not None:
                 raise AssertionError(f"a fold halted: {report.halted!r}")
+            # As the agent does once the dead letter is written.
+            if report.failed:
+                for failure in report.failed:
+                    await fold.skip_refused(PARTITION, failure.offset)
+                report.next_needed_offset = await fold.next_needed_offset(PARTITION)
         return g, v
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -183,7 +184,6 @@ async def test_a_merge_closing_a_cycle_is_dead_lettered(stores: Any) -> None:
     assert "cycle" in sink.letters[0].reason
 
 
-
 async def test_a_rescan_for_a_replay_does_not_dead_letter_a_record_again(stores: Any) -> None:
     """Found end to end: a batch holding a replay request and, after it, a poison
     value dead-lettered the poison, ended at the request, rescanned from the log
@@ -207,3 +207,37 @@ async def test_a_rescan_for_a_replay_does_not_dead_letter_a_record_again(stores:
     decision = await p.handle(0, log)
     assert decision.commit == 4
     assert [letter.offset for letter in sink.letters] == [1, 3]
+
+
+class DiesOnFirstSend(ListSink):
+    """The worker is killed while the dead letter is being written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.died = False
+
+    async def send(self, letters: Sequence[DeadLetter]) -> None:
+        if not self.died:
+            self.died = True
+            raise asyncio.CancelledError
+        await super().send(letters)
+
+
+async def test_a_refused_event_is_not_skipped_before_its_dead_letter_is_written(
+    stores: Any,
+) -> None:
+    graph, vector = stores
+    merge = make_event("EntitiesMerged", "a", {"canonical_id": "x", "absorbed_ids": ["y"]})
+    cycle = make_event("EntitiesMerged", "a", {"canonical_id": "y", "absorbed_ids": ["x"]})
+    batch = [raw(0, doc("a", "x", "y")), raw(1, merge), raw(2, cycle), raw(3, doc("a", "z"))]
+    sink = DiesOnFirstSend()
+    with pytest.raises(asyncio.CancelledError):
+        await projector(graph, vector, sink).handle(0, batch)
+    # Killed before the letter was written: neither store moved past the event.
+    restarted = projector(graph, vector, sink)
+    assert await restarted.next_needed(0) == 2
+    decision = await restarted.handle(0, batch[2:])
+    assert [letter.offset for letter in sink.letters] == [2]
+    assert decision.seek == 3  # the records after it are read again and applied
+    assert (await restarted.handle(0, batch[3:])).commit == 4
+    assert await graph.get_entity(TenantId("a"), EntityId("z")) is not None

@@ -102,6 +102,10 @@ class Projector:
         self._log_start = log_start
         self.max_backoff = max_backoff
         self.health = PartitionHealth()
+        # The highest offset per partition whose invalid-value letters this
+        # worker has written: records after a refused event are read again
+        # (the fold stopped before it), and must not be dead-lettered twice.
+        self._lettered: dict[int, int] = {}
 
     def stream_partition(self, partition: int) -> StreamPartition:
         return StreamPartition(self.topic, partition, self.topic_id)
@@ -142,6 +146,7 @@ class Projector:
         # Records at or below both checkpoints were judged before (a rebuild
         # window rescans them): their dead letters are already written.
         judged = await self.judged_through(partition)
+        lettered = max(judged, self._lettered.get(partition, -1))
         log_records: list[LogRecord] = []
         letters: list[DeadLetter] = []
         pause: str | None = None
@@ -153,7 +158,7 @@ class Projector:
                 pause = str(exc)
                 break
             log_records.append(decoded.record)
-            if decoded.dead_letter_reason is not None and raw.offset > judged:
+            if decoded.dead_letter_reason is not None and raw.offset > lettered:
                 letters.append(
                     DeadLetter(
                         partition, raw.offset, raw.key, raw.value, decoded.dead_letter_reason
@@ -169,6 +174,7 @@ class Projector:
             # Written before any checkpoint moves past them: never silently lost.
             await self._retry(partition, lambda: self.dead_letters.send(letters))
             self.metrics.dead_lettered.inc(len(letters))
+            self._lettered[partition] = max(letter.offset for letter in letters)
 
         if log_records:
             started = time.monotonic()

@@ -241,3 +241,18 @@ async def test_a_refused_event_is_not_skipped_before_its_dead_letter_is_written(
     assert decision.seek == 3  # the records after it are read again and applied
     assert (await restarted.handle(0, batch[3:])).commit == 4
     assert await graph.get_entity(TenantId("a"), EntityId("z")) is not None
+
+
+async def test_records_read_again_after_a_refusal_are_not_dead_lettered_twice(
+    stores: Any,
+) -> None:
+    graph, vector = stores
+    sink = ListSink()
+    p = projector(graph, vector, sink)
+    merge = make_event("EntitiesMerged", "a", {"canonical_id": "x", "absorbed_ids": ["y"]})
+    cycle = make_event("EntitiesMerged", "a", {"canonical_id": "y", "absorbed_ids": ["x"]})
+    poison = RawRecord(3, b"a", b"not json")
+    batch = [raw(0, doc("a", "x", "y")), raw(1, merge), raw(2, cycle), poison]
+    assert (await p.handle(0, batch)).seek == 3
+    assert (await p.handle(0, batch[3:])).commit == 4
+    assert sorted(letter.offset for letter in sink.letters) == [2, 3]

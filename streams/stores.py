@@ -7,7 +7,6 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from adapters.embedding import HashingEmbedder
-from contracts.domain import EmbeddingIdentity
 from contracts.ports.embedder import Embedder
 from contracts.ports.graph import ProjectedGraphStore
 from contracts.ports.vector import ProjectedVectorStore
@@ -33,10 +32,6 @@ def make_embedder(settings: Settings) -> Embedder:
     from adapters.sentence_embedder import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(settings.embedding_model)
-
-
-def identity(settings: Settings, embedder: Embedder) -> EmbeddingIdentity:
-    return embedder.identity
 
 
 async def open_stores(settings: Settings) -> Stores:

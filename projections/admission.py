@@ -102,6 +102,7 @@ class Admission:
                     await ledger.put_rebuild_marker(marker)
         if self.last_scanned is not None and self.last_scanned > self.checkpoint:
             await ledger.advance_checkpoint(self.partition, self.last_scanned)
+            self.checkpoint = self.last_scanned
 
 
 async def next_needed_offset(ledger: ProjectionLedger, partition: StreamPartition) -> int:

@@ -125,7 +125,10 @@ class Fold(abc.ABC, Generic[U]):
         """Fold a batch read contiguously from ``read_from`` (default: the first
         record's offset). A batch that starts past the store's next needed offset
         changes nothing: the caller must seek back (DESIGN 5.2)."""
-        report = FoldReport()
+        # Set by each unit of work that commits from the state it wrote, so
+        # that a batch costs no read after it; unknown (-1) after a control
+        # event, whose effects are written outside the admission state.
+        report = FoldReport(next_needed_offset=-1)
         ordered = list(records)
         expected = ordered[0].offset if ordered and read_from is None else read_from
         index = 0
@@ -153,7 +156,8 @@ class Fold(abc.ABC, Generic[U]):
             pass  # the caller seeks back to next_needed_offset
         except _Refused:
             pass  # the caller dead-letters report.failed, then calls skip_refused
-        report.next_needed_offset = await self.next_needed_offset(partition)
+        if report.next_needed_offset < 0:
+            report.next_needed_offset = await self.next_needed_offset(partition)
         return report
 
     @staticmethod
@@ -260,6 +264,7 @@ class Fold(abc.ABC, Generic[U]):
             await self._record_applied(uow, admitted)
             await admission.persist(uow, original)
         _add(report, scratch)
+        report.next_needed_offset = admission.next_needed()
 
     @staticmethod
     def _refuse(record: LogRecord, report: FoldReport, reason: str) -> NoReturn:
@@ -305,6 +310,7 @@ class Fold(abc.ABC, Generic[U]):
                     scratch.applied += 1
                     await self._record_applied(uow, admitted)
                 await admission.persist(uow, original)
+            report.next_needed_offset = admission.next_needed()
         except MergeRefused as refused:
             self._refuse(record, report, str(refused))
         except PER_EVENT_ERRORS as exc:
@@ -326,6 +332,7 @@ class Fold(abc.ABC, Generic[U]):
         event = record.event
         assert isinstance(event, TenantReplayRequestedEvent | TenantErasedEvent)
         tenant = event.tenant
+        report.next_needed_offset = -1
         async with self.store.unit_of_work(partition) as uow:
             admission = await self._load(uow, partition, expected)
             original = dict(admission.markers)

@@ -83,6 +83,24 @@ class _EdgeWriter:
         self.deletes, self.upserts = [], []
 
 
+def _unseen_endpoints(
+    events: Sequence[DocumentExtractedEvent], resolved: dict[EntityId, EntityId]
+) -> set[EntityId]:
+    """The resolved endpoints whose existence only the store can tell: those
+    an edge names before the run itself has upserted them. An edge usually
+    joins entities of its own document, so most runs ask the store nothing."""
+    upserted: set[EntityId] = set()
+    unseen: set[EntityId] = set()
+    for event in events:
+        upserted.update(EntityId(e.id) for e in event.payload.entities)
+        for rel in event.payload.relationships:
+            for end in (rel.source, rel.target):
+                target = resolved.get(EntityId(end), EntityId(end))
+                if target not in upserted:
+                    unseen.add(target)
+    return unseen
+
+
 async def _existing(
     uow: GraphUnitOfWork, tenant: TenantId, ids: Iterable[EntityId]
 ) -> set[EntityId]:
@@ -150,7 +168,7 @@ class GraphProjection(Fold[GraphUnitOfWork]):
             for end in (rel.source, rel.target)
         }
         resolved = await uow.resolve_entity_ids(tenant, sorted(endpoints)) if endpoints else {}
-        already = await _existing(uow, tenant, resolved.values())
+        already = await _existing(uow, tenant, _unseen_endpoints(events, resolved))
         if entities:
             await uow.upsert_entities(tenant, entities)
         writer = _EdgeWriter(tenant, resolved, set(already))

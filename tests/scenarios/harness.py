@@ -30,6 +30,7 @@ from contracts.events import (
 from contracts.ids import EntityId, TenantId
 from contracts.ports.graph import ProjectedGraphStore
 from contracts.ports.vector import ProjectedVectorStore
+from projections.admission import next_needed_offset
 from projections.graph import GraphProjection
 from projections.records import FoldReport, LogRecord
 from projections.snapshot import snapshot
@@ -158,7 +159,10 @@ class Worker:
         v = await self.vector.apply(
             PARTITION, records, log_start=self.log_start, read_from=read_from
         )
-        for fold, report in ((self.graph, g), (self.vector, v)):
+        for fold, store, report in (
+            (self.graph, self.stores.graph, g),
+            (self.vector, self.stores.vector, v),
+        ):
             if report.halted is not None:
                 raise AssertionError(f"a fold halted: {report.halted!r}")
             # As the agent does once the dead letter is written.
@@ -166,6 +170,10 @@ class Worker:
                 for failure in report.failed:
                     await fold.skip_refused(PARTITION, failure.offset)
                 report.next_needed_offset = await fold.next_needed_offset(PARTITION)
+            # The report's position comes from the fold's last unit of work,
+            # not from a read: it must be what the store itself says.
+            stored = await next_needed_offset(store, PARTITION)
+            assert report.next_needed_offset == stored, (report.next_needed_offset, stored)
         return g, v
 
 

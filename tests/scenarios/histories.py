@@ -357,6 +357,23 @@ def self_loop_collapse() -> Scenario:
     return log.build()
 
 
+def edge_to_a_canonical_extracted_later_in_the_run() -> Scenario:
+    """An edge names an absorbed id whose canonical exists in the store but is
+    extracted again only by a later event of the same run: the edge is written
+    (the canonical already exists), not counted as dangling."""
+    log = LogBuilder("edge-to-a-canonical-extracted-later")
+    _people(log)
+    log.merge(T1, "alice", ["alicia"])
+    log.extract(
+        T1,
+        "doc-2",
+        [("alicia", "Alicia S.", "Person"), ("dave", "Dave", "Person")],
+        [("dave", "alicia", "KNOWS", 0.4)],
+    )
+    log.extract(T1, "doc-3", [("alice", "Alice Smith", "Person", {"title": "Chair"})])
+    return log.build()
+
+
 def re_extraction_keeps_merge() -> Scenario:
     """ADR 0002: a later extraction writing the pre-merge endpoints again must
     not revert the merge."""

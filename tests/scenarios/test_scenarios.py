@@ -12,7 +12,11 @@ from tests.scenarios.harness import (
     to_log,
     with_replays_of_every_tenant,
 )
-from tests.scenarios.histories import PINNED, Scenario
+from tests.scenarios.histories import (
+    PINNED,
+    Scenario,
+    edge_to_a_canonical_extracted_later_in_the_run,
+)
 from tests.scenarios.oracle import Oracle
 
 #: Modes whose batching, redelivery or crashes are drawn from a seed get several.
@@ -62,6 +66,15 @@ async def test_replaying_every_tenant_changes_nothing(name: str) -> None:
     assert after == before
     for seed in (0, 1):
         await run_mode("random_batches", extended, scenario.log_start, seed)
+
+
+@pytest.mark.parametrize("mode", ["once", "whole_log", "every_event_twice"])
+async def test_an_edge_to_a_canonical_extracted_later_in_the_run(mode: str) -> None:
+    """The graph fold asks the store whether an endpoint exists only when the
+    run has not upserted it yet at that edge (projections/graph.py); an
+    endpoint the run upserts later must still be looked up."""
+    scenario = edge_to_a_canonical_extracted_later_in_the_run()
+    await run_mode(mode, scenario.records, scenario.log_start, 0)
 
 
 def test_every_event_type_is_emitted_by_a_pinned_scenario() -> None:

@@ -106,17 +106,25 @@ class Projector:
         # worker has written: records after a refused event are read again
         # (the fold stopped before it), and must not be dead-lettered twice.
         self._lettered: dict[int, int] = {}
+        # Where the stores needed each partition read from after this worker's
+        # last batch on it, so the next batch asks them nothing first. Only a
+        # shortcut: every unit of work checks its records against the store's
+        # own state under its lock (DESIGN 5.1-5.2), and a rebalance refreshes
+        # it (``next_needed`` is called for every assigned partition).
+        self._needed: dict[int, int] = {}
 
     def stream_partition(self, partition: int) -> StreamPartition:
         return StreamPartition(self.topic, partition, self.topic_id)
 
     async def next_needed(self, partition: int) -> int:
+        """Asks the stores (and remembers their answer)."""
         part = self.stream_partition(partition)
         offsets = [
             await self._retry(partition, partial(fold.next_needed_offset, part))
             for fold in self.folds
         ]
-        return min(offsets)
+        self._needed[partition] = min(offsets)
+        return self._needed[partition]
 
     async def judged_through(self, partition: int) -> int:
         """The lowest checkpoint of the stores: every record at or below it has
@@ -133,7 +141,9 @@ class Projector:
         if partition in self.health.paused:
             return Decision()
         part = self.stream_partition(partition)
-        needed = await self.next_needed(partition)
+        needed = self._needed.get(partition)
+        if needed is None:
+            needed = await self.next_needed(partition)
         fresh = [r for r in records if r.offset >= needed]
         if not fresh:
             return Decision(commit=needed)
@@ -144,10 +154,18 @@ class Projector:
             return Decision(seek=needed)
 
         # Records at or below both checkpoints were judged before (a rebuild
-        # window rescans them): their dead letters are already written.
-        judged = await self.judged_through(partition)
-        lettered = max(judged, self._lettered.get(partition, -1))
+        # window rescans them): their dead letters are already written. Read
+        # only when a record needs it: most batches have no letter to write.
+        judged: int | None = None
+
+        async def judged_through() -> int:
+            nonlocal judged
+            if judged is None:
+                judged = await self.judged_through(partition)
+            return judged
+
         log_records: list[LogRecord] = []
+        reports: list[FoldReport] = []
         letters: list[DeadLetter] = []
         pause: str | None = None
         truncated = False
@@ -158,13 +176,16 @@ class Projector:
                 pause = str(exc)
                 break
             log_records.append(decoded.record)
-            if decoded.dead_letter_reason is not None and raw.offset > lettered:
+            if decoded.dead_letter_reason is not None and raw.offset > max(
+                await judged_through(), self._lettered.get(partition, -1)
+            ):
                 letters.append(
                     DeadLetter(
                         partition, raw.offset, raw.key, raw.value, decoded.dead_letter_reason
                     )
                 )
-            if isinstance(decoded.record.event, TenantReplayRequestedEvent) and raw.offset > judged:
+            is_replay = isinstance(decoded.record.event, TenantReplayRequestedEvent)
+            if is_replay and raw.offset > await judged_through():
                 # A store ends the batch at a replay request it has not seen and
                 # rescans the partition from the log start: judge nothing past it
                 # now, or its dead letters would be written again on the rescan.
@@ -183,7 +204,7 @@ class Projector:
             # own checkpoint): apply the batch to both at once, so that the
             # worker waits for the slower store rather than for the sum of
             # the two (measured by bench/e2e.py; docs/performance.md).
-            reports: list[FoldReport] = list(
+            reports = list(
                 await asyncio.gather(
                     *(
                         self._retry(
@@ -198,7 +219,12 @@ class Projector:
             )
             self.metrics.batch_latency.observe(time.monotonic() - started)
             self.metrics.batch_size.observe(len(log_records))
-            await self._report(partition, reports, fresh, judged)
+            if any(report.failed for report in reports):
+                # Read now if not before: a store stops before an event it
+                # refuses, so the lowest checkpoint is below every refusal of
+                # this batch whether it is read before the batch or after.
+                await judged_through()
+            await self._report(partition, reports, fresh, -1 if judged is None else judged)
             # A fold stops before an event its store refuses; only now that the
             # dead letter is written may the store move past it. A crash before
             # this point refuses the event again (a duplicate letter, never a
@@ -218,7 +244,12 @@ class Projector:
             log.error("pausing partition", extra={"partition": partition, "reason": pause})
             return Decision(pause=pause, applied=applied)
 
-        after = await self.next_needed(partition)
+        if not reports or any(report.failed for report in reports):
+            after = await self.next_needed(partition)  # skip_refused moved the stores
+        else:
+            # Each fold reports the position its last unit of work left.
+            after = min(report.next_needed_offset for report in reports)
+            self._needed[partition] = after
         last = log_records[-1].offset
         if after <= last:
             # A store asked for an earlier offset (a rebuild window opened, or

@@ -256,3 +256,59 @@ async def test_records_read_again_after_a_refusal_are_not_dead_lettered_twice(
     assert (await p.handle(0, batch)).seek == 3
     assert (await p.handle(0, batch[3:])).commit == 4
     assert sorted(letter.offset for letter in sink.letters) == [2, 3]
+
+
+class CountingLedger:
+    """Wraps a store; counts direct ledger reads (outside units of work)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name in {"checkpoint", "rebuild_markers"}:
+
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                self.reads += 1
+                return await attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+async def test_a_steady_batch_reads_no_position_outside_its_units_of_work(stores: Any) -> None:
+    graph, vector = stores
+    counted = CountingLedger(graph), CountingLedger(vector)
+    p = projector(counted[0], counted[1], ListSink())
+    assert (await p.handle(0, [raw(0, doc("a", "x"))])).commit == 1
+    before = [c.reads for c in counted]
+    decision = await p.handle(0, [raw(1, doc("a", "y")), raw(2, doc("b", "z"))])
+    assert decision.commit == 3
+    assert [c.reads for c in counted] == before  # the position came from the folds
+
+
+async def test_a_worker_whose_remembered_position_is_stale_still_fences(stores: Any) -> None:
+    """Another worker moved the stores on since this one's last batch: records
+    already applied are skipped, and records past the stores' position are
+    refused and sought back from, as if nothing were remembered."""
+    graph, vector = stores
+    first, second = projector(graph, vector, ListSink()), projector(graph, vector, ListSink())
+    assert (await first.handle(0, [raw(0, doc("a", "x"))])).commit == 1
+    # The partition moves to another worker, which applies 1 and 2.
+    assert (await second.handle(0, [raw(1, doc("a", "y")), raw(2, doc("a", "z"))])).commit == 3
+    # The first worker, remembering 1, is handed 1..3 again (a zombie batch).
+    decision = await first.handle(
+        0, [raw(1, doc("a", "y")), raw(2, doc("a", "z")), raw(3, doc("a", "w"))]
+    )
+    assert decision.commit == 4 and decision.applied == 1
+    # A stale position that is ahead: the stores were rebuilt from 0 meanwhile.
+    fresh_graph, fresh_vector = (
+        InMemoryGraphStore(),
+        InMemoryVectorStore(HashingEmbedder(dimension=16).identity),
+    )
+    ahead = projector(fresh_graph, fresh_vector, ListSink())
+    ahead._needed[0] = 4  # what it remembered from the old stores
+    decision = await ahead.handle(0, [raw(4, doc("a", "v"))])
+    assert decision.seek == 0
+    assert await fresh_graph.get_entity(TenantId("a"), EntityId("v")) is None

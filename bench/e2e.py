@@ -109,6 +109,8 @@ class Side:
     timeline: list[tuple[float, int]] = field(default_factory=list)
     peak_rss_mb: list[float] = field(default_factory=list)
     cpu_seconds: list[float] = field(default_factory=list)
+    #: CPU seconds each local server (devstack) spent while the side ran
+    server_cpu: dict[str, float] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -140,6 +142,8 @@ class Report:
             t.seconds += s.seconds
             t.peak_rss_mb.extend(s.peak_rss_mb)
             t.cpu_seconds.extend(s.cpu_seconds)
+            for server, seconds in s.server_cpu.items():
+                t.server_cpu[server] = t.server_cpu.get(server, 0.0) + seconds
         return out
 
 
@@ -159,6 +163,37 @@ def cpu_seconds(pid: int) -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return 0.0
+
+
+def servers_cpu() -> dict[str, float]:
+    """CPU seconds used so far by each server the local stack started (a
+    server's exited children included: Postgres runs a process per
+    connection); empty when the services are not the local stack's."""
+    out: dict[str, float] = {}
+    for record in sorted((ROOT / ".devstack" / "pids").glob("*.json")):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            pid = int(json.loads(record.read_text())["pid"])
+            out[record.stem] = _tree_cpu(pid)
+    return out
+
+
+def _tree_cpu(pid: int) -> float:
+    def fields(p: int | str) -> list[str]:
+        return Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+
+    own = fields(pid)
+    ticks = sum(int(x) for x in own[11:15])  # utime stime cutime cstime
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                child = fields(entry.name)
+                if int(child[1]) == pid:
+                    ticks += int(child[11]) + int(child[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: round(after[k] - before[k], 2) for k in after if k in before}
 
 
 def _stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -565,6 +600,7 @@ class Bench:
                 stderr=subprocess.DEVNULL,
             )
         started = time.time()
+        servers_before = servers_cpu()
         samples: list[tuple[float, int]] = []
         try:
             deadline = started + max(180.0, total / 5)
@@ -589,6 +625,7 @@ class Bench:
             t0 = min(ready) if ready else started
             # CPU of the projection alone (not of what runs next on the worker).
             cpu = [cpu_seconds(p.pid) for p, _ in procs]
+            server_cpu = cpu_delta(servers_before, servers_cpu())
             if while_running is not None:
                 await while_running(total / max(1e-9, samples[-1][0] - t0))
             rss = [peak_rss_mb(p.pid) for p, _ in procs]
@@ -608,6 +645,7 @@ class Bench:
             [(t - t0, d) for t, d in samples if t >= t0],
             rss,
             cpu,
+            server_cpu,
         )
 
     # -- the peer --
@@ -983,9 +1021,16 @@ async def run_suite(
                 steps = [step for step in steps if step[0] in only]
             turn = (rnd - 1) % len(steps)
             for name, step in steps[turn:] + steps[:turn]:
+                servers_before = servers_cpu()
                 side = await step()
+                if not side.server_cpu:
+                    side.server_cpu = cpu_delta(servers_before, servers_cpu())
                 report.sides.append(side)
                 cpu = f", cpu {sum(side.cpu_seconds):.1f}s" if side.cpu_seconds else ""
+                if side.server_cpu:
+                    cpu += ", servers " + " ".join(
+                        f"{k} {v:.1f}s" for k, v in sorted(side.server_cpu.items())
+                    )
                 print(
                     f"  round {rnd} {name:<13} {side.rate:9.1f} events/s "
                     f"({side.seconds:6.1f}s{cpu}), load {os.getloadavg()[0]:.1f}"
@@ -1071,8 +1116,8 @@ def render_markdown(report: Report) -> str:
         f"{w['partitions']} partitions; {w['rounds']} round(s), the sides' order rotating.",
         "",
         "| side | events/s | entities/s | relationships/s | / ceiling | / peer | "
-        "process CPU ms/event | peak RSS MB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "process CPU ms/event | Neo4j / Postgres / Kafka CPU ms/event | peak RSS MB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, label in LABELS.items():
         side = totals.get(name)
@@ -1082,9 +1127,18 @@ def render_markdown(report: Report) -> str:
         to_peer = f"{side.rate / quix.rate:.2f}" if quix else "-"
         cpu = f"{1000 * sum(side.cpu_seconds) / side.events:.1f}" if side.cpu_seconds else "-"
         rss = f"{max(side.peak_rss_mb):.0f}" if side.peak_rss_mb else "-"
+        servers = (
+            " / ".join(
+                f"{1000 * side.server_cpu.get(k, 0.0) / side.events:.1f}"
+                for k in ("neo4j", "postgres", "kafka")
+            )
+            if side.server_cpu
+            else "-"
+        )
         lines.append(
             f"| {label} | {side.rate:,.1f} | {side.entities / side.seconds:,.0f} | "
-            f"{side.relationships / side.seconds:,.0f} | {to_ceiling} | {to_peer} | {cpu} | {rss} |"
+            f"{side.relationships / side.seconds:,.0f} | {to_ceiling} | {to_peer} | {cpu} | "
+            f"{servers} | {rss} |"
         )
     lines += ["", "| figure | value |", "| --- | --- |"]
     if "1w/ceiling" in r:

@@ -3,10 +3,13 @@ admission (checkpoint fence, rebuild windows, tombstones), event-id
 deduplication, refused merges, and the replay and erasure control flows.
 
 A batch must leave exactly the state that applying its events one by one
-would (DESIGN 5.3). Consecutive extractions and unmerges share one unit of
-work; a merge gets a unit of work of its own so that a merge refused for
-closing an alias cycle can be rolled back alone; a control event ends the
-segment before it, and a replay request ends the batch.
+would (DESIGN 5.3). The events between control events share one unit of work
+(a run of consecutive extractions shares each write); a control event ends the
+segment before it, and a replay request ends the batch. A merge is known to
+close an alias cycle only once its aliases are written, so a segment whose
+merge is refused (or whose store turns out corrupt) is rolled back and
+re-applied one event per unit of work, where the refused merge is rolled back
+alone (ADR 0007).
 """
 
 from __future__ import annotations
@@ -140,14 +143,9 @@ class Fold(abc.ABC, Generic[U]):
                     index += 1
                     if ended:
                         break
-                elif _is_merge(record):
-                    await self._merge(partition, record, report, expected)
-                    index += 1
                 else:
                     end = index
-                    while end < len(ordered) and not (
-                        _is_merge(ordered[end]) or _is_control(ordered[end])
-                    ):
+                    while end < len(ordered) and not _is_control(ordered[end]):
                         end += 1
                     await self._segment(partition, ordered[index:end], report, expected)
                     index = end
@@ -222,19 +220,26 @@ class Fold(abc.ABC, Generic[U]):
         report: FoldReport,
         expected: int | None,
     ) -> None:
-        """Extractions and unmerges in one unit of work. If a store rejects a
-        value, the segment is rolled back and re-applied one event at a time, so
-        that only the event at fault is skipped and dead-lettered."""
+        """Events in one unit of work. If a store rejects a value, refuses a
+        merge or finds an alias cycle, the segment is rolled back and re-applied
+        one event at a time, so that only the event at fault is skipped and
+        dead-lettered, and the store halts exactly where it would have."""
+        if len(records) == 1 and _is_merge(records[0]):
+            await self._merge(partition, records[0], report, expected)
+            return
         try:
             await self._segment_once(partition, records, report, expected)
-        except PER_EVENT_ERRORS as exc:
+        except (*PER_EVENT_ERRORS, MergeRefused, AliasCycleError) as exc:
             if len(records) == 1:
+                if isinstance(exc, AliasCycleError):
+                    report.halted = exc
+                    return
                 self._refuse(records[0], report, str(exc))
             for record in records:
                 await self._segment(partition, [record], report, expected)
+                if report.halted is not None:
+                    return
                 expected = record.offset + 1
-        except AliasCycleError as exc:
-            report.halted = exc
 
     async def _segment_once(
         self,
@@ -258,6 +263,8 @@ class Fold(abc.ABC, Generic[U]):
                     run = []
                 if isinstance(item.event, EntitiesUnmergedEvent):
                     await self.apply_unmerge(uow, item.event, scratch)
+                elif isinstance(item.event, EntitiesMergedEvent):
+                    await self.apply_merge(uow, item.event, scratch)
             if run:
                 await self.apply_run(uow, run, scratch)
             scratch.applied += len(admitted)

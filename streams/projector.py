@@ -31,6 +31,9 @@ log = logging.getLogger("redstring.projector")
 
 T = TypeVar("T")
 
+#: Records decoded between two yields to the event loop.
+DECODE_SLICE = 16
+
 
 @dataclass(frozen=True, slots=True)
 class RawRecord:
@@ -112,6 +115,11 @@ class Projector:
         # own state under its lock (DESIGN 5.1-5.2), and a rebalance refreshes
         # it (``next_needed`` is called for every assigned partition).
         self._needed: dict[int, int] = {}
+        # Decoding is CPU work on the event loop, a few ms per event. The
+        # partitions of a batch decode one at a time, each starting its units
+        # of work as soon as its records are decoded, so the stores write one
+        # partition while the next decodes (instead of all decoding first).
+        self._decoding = asyncio.Lock()
 
     def stream_partition(self, partition: int) -> StreamPartition:
         return StreamPartition(self.topic, partition, self.topic_id)
@@ -125,6 +133,12 @@ class Projector:
         ]
         self._needed[partition] = min(offsets)
         return self._needed[partition]
+
+    async def position(self, partition: int) -> int:
+        """Where the stores need the partition read from, as of this worker's
+        last batch on it (asks them if there was none)."""
+        known = self._needed.get(partition)
+        return known if known is not None else await self.next_needed(partition)
 
     async def judged_through(self, partition: int) -> int:
         """The lowest checkpoint of the stores: every record at or below it has
@@ -141,9 +155,7 @@ class Projector:
         if partition in self.health.paused:
             return Decision()
         part = self.stream_partition(partition)
-        needed = self._needed.get(partition)
-        if needed is None:
-            needed = await self.next_needed(partition)
+        needed = await self.position(partition)
         fresh = [r for r in records if r.offset >= needed]
         if not fresh:
             return Decision(commit=needed)
@@ -169,28 +181,32 @@ class Projector:
         letters: list[DeadLetter] = []
         pause: str | None = None
         truncated = False
-        for raw in fresh:
-            try:
-                decoded = decode(raw.offset, raw.key, raw.value, self.control_key)
-            except SchemaVersionTooNewError as exc:
-                pause = str(exc)
-                break
-            log_records.append(decoded.record)
-            if decoded.dead_letter_reason is not None and raw.offset > max(
-                await judged_through(), self._lettered.get(partition, -1)
-            ):
-                letters.append(
-                    DeadLetter(
-                        partition, raw.offset, raw.key, raw.value, decoded.dead_letter_reason
+        async with self._decoding:
+            for index, raw in enumerate(fresh):
+                if index and index % DECODE_SLICE == 0:
+                    # Let the other partitions' units of work move on meanwhile.
+                    await asyncio.sleep(0)
+                try:
+                    decoded = decode(raw.offset, raw.key, raw.value, self.control_key)
+                except SchemaVersionTooNewError as exc:
+                    pause = str(exc)
+                    break
+                log_records.append(decoded.record)
+                if decoded.dead_letter_reason is not None and raw.offset > max(
+                    await judged_through(), self._lettered.get(partition, -1)
+                ):
+                    letters.append(
+                        DeadLetter(
+                            partition, raw.offset, raw.key, raw.value, decoded.dead_letter_reason
+                        )
                     )
-                )
-            is_replay = isinstance(decoded.record.event, TenantReplayRequestedEvent)
-            if is_replay and raw.offset > await judged_through():
-                # A store ends the batch at a replay request it has not seen and
-                # rescans the partition from the log start: judge nothing past it
-                # now, or its dead letters would be written again on the rescan.
-                truncated = True
-                break
+                is_replay = isinstance(decoded.record.event, TenantReplayRequestedEvent)
+                if is_replay and raw.offset > await judged_through():
+                    # A store ends the batch at a replay request it has not seen and
+                    # rescans the partition from the log start: judge nothing past it
+                    # now, or its dead letters would be written again on the rescan.
+                    truncated = True
+                    break
         if letters:
             # Written before any checkpoint moves past them: never silently lost.
             await self._retry(partition, lambda: self.dead_letters.send(letters))

@@ -160,7 +160,7 @@ class Runtime:
             return
         highs = await self.app.consumer.highwaters(*ours)
         for tp in ours:
-            needed = await self.projector.next_needed(tp.partition)
+            needed = await self.projector.position(tp.partition)
             self.metrics.lag.labels(partition=str(tp.partition)).set(
                 max(0, int(highs.get(tp) or 0) - needed)
             )

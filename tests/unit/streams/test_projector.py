@@ -312,3 +312,42 @@ async def test_a_worker_whose_remembered_position_is_stale_still_fences(stores: 
     decision = await ahead.handle(0, [raw(4, doc("a", "v"))])
     assert decision.seek == 0
     assert await fresh_graph.get_entity(TenantId("a"), EntityId("v")) is None
+
+
+async def test_a_partition_starts_writing_while_the_next_one_decodes(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoding is CPU work on the event loop: the stores should be writing one
+    partition's records while the next partition's are decoded, not wait until
+    the whole batch is decoded."""
+    import streams.projector as module
+
+    graph, vector = stores
+    trace: list[tuple[str, bytes | None]] = []
+    real_decode = module.decode
+
+    def traced_decode(offset: int, key: bytes | None, *args: Any, **kwargs: Any) -> Any:
+        trace.append(("decode", key))
+        return real_decode(offset, key, *args, **kwargs)
+
+    monkeypatch.setattr(module, "decode", traced_decode)
+    p = projector(graph, vector, ListSink())
+    for fold in p.folds:
+        real_apply = fold.apply
+
+        async def traced_apply(
+            partition: Any, records: Any, _real: Any = real_apply, **kw: Any
+        ) -> Any:
+            trace.append(("apply", records[0].tenant_id.encode()))
+            return await _real(partition, records, **kw)
+
+        monkeypatch.setattr(fold, "apply", traced_apply)
+    batches = {
+        0: [raw(i, doc("a", f"x{i}")) for i in range(40)],
+        1: [raw(i, doc("b", f"y{i}")) for i in range(40)],
+    }
+    await asyncio.gather(*(p.handle(part, records) for part, records in batches.items()))
+    first_apply = trace.index(("apply", b"a"))
+    last_decode_of_b = max(i for i, step in enumerate(trace) if step == ("decode", b"b"))
+    assert first_apply < last_decode_of_b, trace
+    assert await graph.get_entity(TenantId("b"), EntityId("y39")) is not None

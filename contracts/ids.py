@@ -18,6 +18,10 @@ EventId = NewType("EventId", str)
 # exports, so they are kept to a conservative alphabet.
 TENANT_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 MAX_ID_LENGTH = 256
+#: What an entity, document or edge id may not contain: C0 controls (NUL
+#: included), DEL and lone surrogates. One C-level search instead of a Python
+#: loop per character: ids are checked several times per entity per event.
+FORBIDDEN_ID_CHARACTER = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 def tenant_id(value: str) -> TenantId:
@@ -36,7 +40,9 @@ def check_id_text(value: str, what: str) -> str:
         raise ValueError(f"{what} must be a non-empty string")
     if len(value) > MAX_ID_LENGTH:
         raise ValueError(f"{what} is longer than {MAX_ID_LENGTH} characters")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in value):
+    # isprintable() is a faster C scan that is true for most ids, and a printable
+    # string holds none of the forbidden characters (they are Cc or Cs).
+    if not str.isprintable(value) and FORBIDDEN_ID_CHARACTER.search(value):
         raise ValueError(f"{what} contains a NUL, control character or lone surrogate")
     return value
 

@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     control_key: SecretStr = Field(
         SecretStr(""), description="HMAC key that signs replay and erasure control events."
     )
-    batch_size: int = Field(500, ge=1, description="Events per batch.")
+    batch_size: int = Field(2000, ge=1, description="Events per batch.")
     batch_wait_ms: int = Field(200, ge=0, description="How long to wait to fill a batch.")
     applied_event_retention_days: float = Field(
         7.0, gt=0, description="How long stores remember applied event ids."

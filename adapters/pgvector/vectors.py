@@ -130,12 +130,12 @@ class VectorOps:
         return self._identity.dimension
 
     def _record(self, row: Any, where: str) -> VectorRecord:
-        vector = tuple(row["embedding"].to_list())
-        _check_dimension(self.dimension, vector, where)
-        return VectorRecord(
+        components = row["embedding"].to_list()  # float32 widened: float instances only
+        _check_dimension(self.dimension, components, where)
+        return VectorRecord.from_floats(
             tenant_id=row["tenant_id"],
             id=row["id"],
-            vector=vector,
+            floats=components,
             metadata=decode_metadata(row["metadata"]),
         )
 

@@ -20,6 +20,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from pgvector import Vector
@@ -82,14 +83,42 @@ _INFINITIES = (array("f", [math.inf]).tobytes(), array("f", [-math.inf]).tobytes
 _HEADER = struct.Struct(">HH")
 
 
+@lru_cache(maxsize=8)
+def _float32_body(count: int) -> struct.Struct:
+    return struct.Struct(f">{count}f")
+
+
 def float32_vector(values: Sequence[float]) -> Vector | None:
     """``values`` as pgvector's ``Vector``, or None if float32 cannot hold a
     component (it would become infinite, which pgvector refuses).
 
     This is on the write path of every vector, so the work stays in C: one
-    conversion to float32, a byte search for an infinity at an element
-    boundary, and pgvector's own binary constructor (a per-component Python
-    loop here cost as much as the whole round trip to Postgres)."""
+    ``struct`` pack straight to big-endian float32 (it converts each component
+    as ``array('f')`` does, ``(float)`` of the double, and raises
+    ``OverflowError`` where that cast would make a finite component infinite)
+    and pgvector's own binary constructor. Anything unusual (an error, an
+    infinity or a NaN in ``values``) goes through :func:`_float32_vector_exactly`,
+    which decides it as before. The pack costs about half of an
+    ``array('f', values)``, which ran ``PyArg_Parse`` per component."""
+    count = len(values)
+    try:
+        packed = _float32_body(count).pack(*values)
+    except (OverflowError, struct.error):  # too large for float32; not a number
+        return _float32_vector_exactly(values)
+    # A finite component cannot have become infinite (the pack raised), but
+    # ``values`` may hold an infinity. The first byte of each big-endian float32
+    # is the sign and the exponent's top seven bits: 0x7F or 0xFF there means an
+    # infinity, a NaN or a magnitude of at least 2**127, all rare enough to hand
+    # to the exact path. (A byte search for the infinities took four times as long.)
+    leading = packed[::4]
+    if 0x7F in leading or 0xFF in leading:
+        return _float32_vector_exactly(values)
+    return Vector.from_binary(_HEADER.pack(count, 0) + packed)
+
+
+def _float32_vector_exactly(values: Sequence[float]) -> Vector | None:
+    """:func:`float32_vector` one step at a time: ``array('f')`` converts, a
+    byte search finds an infinity at an element boundary."""
     try:
         components = array("f", values)
     except OverflowError:  # an int too large for any float

@@ -1,0 +1,114 @@
+"""``float32_vector`` packs with ``struct`` and hands anything unusual to the
+exact path: the result must be what ``array('f')`` and the byte search for an
+infinity made of every input."""
+
+from __future__ import annotations
+
+import math
+import struct
+import sys
+from array import array
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+from pgvector import Vector
+
+from adapters.pgvector import codec
+from adapters.pgvector.codec import FLOAT32_MAX, float32_vector
+
+_INFINITIES = (array("f", [math.inf]).tobytes(), array("f", [-math.inf]).tobytes())
+
+
+def old_float32_vector(values: Any) -> Vector | None:
+    """The implementation before ``struct``: the behaviour to keep."""
+    try:
+        components = array("f", values)
+    except OverflowError:
+        return None
+    raw = components.tobytes()
+    for infinity in _INFINITIES:
+        at = raw.find(infinity)
+        while at != -1:
+            if at % 4 == 0:
+                return None
+            at = raw.find(infinity, at + 1)
+    if sys.byteorder == "little":
+        components.byteswap()
+    return Vector.from_binary(struct.pack(">HH", len(components), 0) + components.tobytes())
+
+
+def outcome(values: Any, convert: Any) -> tuple[object, ...]:
+    try:
+        vector = convert(values)
+    except Exception as exc:  # any error is an outcome to compare
+        return ("error", type(exc), str(exc))
+    # Bytes, not equality: a NaN component is never equal to itself.
+    return ("none",) if vector is None else ("vector", vector.to_binary())
+
+
+#: The float64 values either side of where float32 rounding turns infinite.
+HALFWAY = 3.4028235677973366e38  # FLOAT32_MAX + half an ulp of float32: rounds to inf
+edges = st.sampled_from(
+    [
+        FLOAT32_MAX,
+        -FLOAT32_MAX,
+        math.nextafter(HALFWAY, 0),
+        HALFWAY,
+        -HALFWAY,
+        math.nextafter(HALFWAY, math.inf),
+        2.0**127,
+        math.nextafter(2.0**127, 0),
+        -(2.0**127),
+        1e39,
+        math.inf,
+        -math.inf,
+        math.nan,
+        -0.0,
+        1e-46,
+        1.4e-45,
+        2**1024 - 2**970,
+        2**80,
+        True,
+        Decimal("0.5"),
+    ]
+)
+components = st.one_of(
+    st.floats(),
+    st.floats(width=32),
+    st.floats(min_value=-1.0, max_value=1.0),
+    st.integers(min_value=-(2**130), max_value=2**130),
+    edges,
+)
+
+
+@given(values=st.lists(components, max_size=8).map(tuple))
+@example(values=(math.inf,))
+@example(values=(0.5, -math.inf))
+@example(values=(HALFWAY,))
+@example(values=(math.nextafter(HALFWAY, 0),))
+@example(values=(math.nan, 2.0**127))
+@example(values=(2**1024 - 2**970,))
+@example(values=())
+def test_float32_vector_agrees_with_the_array_path(values: tuple[Any, ...]) -> None:
+    assert outcome(values, float32_vector) == outcome(values, old_float32_vector)
+
+
+@pytest.mark.parametrize("values", [("x",), [0.5, None], (0.5, "1")])
+def test_what_is_not_a_number_fails_as_it_did(values: Any) -> None:
+    assert outcome(values, float32_vector) == outcome(values, old_float32_vector)
+    assert outcome(values, float32_vector)[0] == "error"
+
+
+def test_ordinary_vectors_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(values: Any) -> None:
+        raise AssertionError("took the exact path")
+
+    monkeypatch.setattr(codec, "_float32_vector_exactly", refuse)
+    for values in [tuple((i - 192) / 97 for i in range(384)), [1e38, -1e-40, 0.0, -0.0], [1, 2]]:
+        vector = float32_vector(values)
+        assert vector is not None and vector.to_list() == list(array("f", values))
+    with pytest.raises(AssertionError, match="exact path"):
+        float32_vector([math.inf])

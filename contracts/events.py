@@ -409,7 +409,9 @@ def parse_event_dict(data: object) -> Event:
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise SchemaVersionTooNewError(version, SCHEMA_VERSION)
     event_type = data.get("event_type")
-    if event_type not in EVENT_MODELS:
+    # A list or an object is unhashable: test the type first, or the lookup
+    # raises TypeError instead of refusing the value (a stuck partition).
+    if not isinstance(event_type, str) or event_type not in EVENT_MODELS:
         raise InvalidEventError(
             f"unknown event_type {event_type!r}; expected one of {', '.join(EVENT_TYPES)}"
         )

@@ -75,6 +75,8 @@ def test_a_valid_extraction_parses_and_round_trips() -> None:
         (b"\xff\xfe", "not UTF-8"),
         (b"[1, 2]", "not a JSON object"),
         (raw(envelope(doc([]), event_type="Nope")), "unknown event_type"),
+        (raw(envelope(doc([]), event_type=["DocumentExtracted"])), "unknown event_type"),
+        (raw(envelope(doc([]), event_type={"a": 1})), "unknown event_type"),
         (raw(envelope(doc([ent("a")]), tenant_id="")), "tenant"),
         (raw(envelope(doc([ent("a")]), tenant_id="Acme Corp")), "tenant"),
         (raw(envelope(doc([ent("a")]), occurred_at="2026-11-01T09:00:00")), "occurred_at"),

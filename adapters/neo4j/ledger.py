@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,9 +33,118 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
+def _refuse_advance(partition: StreamPartition, offset: int, before: int, stored_id: str) -> None:
+    """Raise if the checkpoint ``before`` (of topic id ``stored_id``) may not
+    move to ``offset``."""
+    if stored_id and partition.topic_id and stored_id != partition.topic_id:
+        raise TopicRecreatedError(partition.topic, stored_id, partition.topic_id)
+    if offset < before:
+        raise CheckpointRegressionError(
+            f"checkpoint of {partition.topic}[{partition.partition}] is {before}; "
+            f"refusing to move it back to {offset}"
+        )
+
+
+@dataclass
+class LockedPartition:
+    """A unit of work's own partition: its checkpoint and rebuild markers as
+    read under the checkpoint lock, kept current through the unit of work's own
+    writes, and the ledger writes deferred to one statement before commit (the
+    checkpoint advance and the applied event ids).
+
+    Nothing else can change the checkpoint or the markers until commit: the
+    lock is held from the first statement, and every writer of either takes it
+    first (ADR 0004, "The locked partition in memory").
+    """
+
+    topic: str
+    partition: int
+    #: The stored offset, None while the node holds no checkpoint.
+    offset: int | None
+    topic_id: str
+    markers: dict[TenantId, RebuildMarker]
+    checkpoint_moved: bool = False
+    #: Recorded applied events by (tenant, event id); the latest time wins.
+    applied: dict[tuple[TenantId, EventId], datetime] = field(default_factory=dict)
+
+    def holds(self, partition: StreamPartition) -> bool:
+        return (partition.topic, partition.partition) == (self.topic, self.partition)
+
+    def checkpoint(self, partition: StreamPartition) -> int:
+        if self.offset is None:
+            return NO_CHECKPOINT
+        if self.topic_id and partition.topic_id and self.topic_id != partition.topic_id:
+            raise TopicRecreatedError(partition.topic, self.topic_id, partition.topic_id)
+        return self.offset
+
+    def advance(self, partition: StreamPartition, offset: int) -> None:
+        before = NO_CHECKPOINT if self.offset is None else self.offset
+        _refuse_advance(partition, offset, before, self.topic_id)
+        moved = (offset, self.topic_id or partition.topic_id)
+        if moved != (self.offset, self.topic_id):
+            self.offset, self.topic_id = moved
+            self.checkpoint_moved = True
+
+    def applied_of(self, tenant_id: TenantId, event_ids: Iterable[EventId]) -> set[EventId]:
+        return {i for i in event_ids if (tenant_id, i) in self.applied}
+
+    def deferred(self) -> dict[str, Any] | None:
+        """The parameters of the deferred write, None when nothing is deferred;
+        taking them clears what they carry."""
+        if not self.checkpoint_moved and not self.applied:
+            return None
+        groups: dict[tuple[TenantId, datetime], list[EventId]] = {}
+        for (tenant, event_id), at in sorted(self.applied.items()):
+            groups.setdefault((tenant, at), []).append(event_id)
+        rows = [
+            {"tenant": tenant, "applied_at": at, "ids": ids} for (tenant, at), ids in groups.items()
+        ]
+        params = {
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset if self.checkpoint_moved else None,
+            "topic_id": self.topic_id if self.checkpoint_moved else None,
+            "applied": rows,
+        }
+        self.checkpoint_moved, self.applied = False, {}
+        return params
+
+
 class LedgerOps:
     def __init__(self, runner: Runner) -> None:
         self._runner = runner
+        # Set for the length of a unit of work (``_lock_partition``).
+        self._locked: LockedPartition | None = None
+
+    def _own(self, partition: StreamPartition) -> LockedPartition | None:
+        locked = self._locked
+        return locked if locked is not None and locked.holds(partition) else None
+
+    async def _lock_partition(self, partition: StreamPartition) -> None:
+        """A unit of work's first statement: lock the partition's checkpoint and
+        read it with the partition's rebuild markers. Called by the store on a
+        unit of work's view only; its own view always reads the database."""
+        params = {**partition_params(partition), "token": uuid.uuid4().hex}
+        record = (await self._write(q.LOCK_PARTITION, params, "lock the checkpoint"))[0]
+        markers = (marker_from(m) for m in record["markers"])
+        self._locked = LockedPartition(
+            partition.topic,
+            partition.partition,
+            record["offset"],
+            record["topic_id"] or "",
+            {m.tenant_id: m for m in markers},
+        )
+
+    async def _write_deferred(self) -> None:
+        """Write what the unit of work deferred, in one statement: run before
+        commit, and before any read the deferred writes would change."""
+        params = self._locked.deferred() if self._locked is not None else None
+        if params is not None:
+            await self._write(q.WRITE_DEFERRED, params, "write the unit of work's ledger")
+
+    def _release_partition(self) -> None:
+        """The unit of work has ended: its calls reach the (closed) runner again."""
+        self._locked = None
 
     async def _read(self, query: Any, params: dict[str, Any], what: str) -> list[Any]:
         return await self._runner.run(query, params, write=False, blame=Blame(what))
@@ -54,6 +164,8 @@ class LedgerOps:
                 return total
 
     async def checkpoint(self, partition: StreamPartition) -> int:
+        if (own := self._own(partition)) is not None:
+            return own.checkpoint(partition)
         records = await self._read(q.READ_CHECKPOINT, partition_params(partition), "checkpoint")
         if not records or records[0]["offset"] is None:
             return NO_CHECKPOINT
@@ -68,6 +180,9 @@ class LedgerOps:
             raise CheckpointRegressionError(
                 f"checkpoint of {partition.topic}[{partition.partition}] cannot move to {offset}"
             )
+        if (own := self._own(partition)) is not None:
+            own.advance(partition, offset)  # written by _write_deferred
+            return
         params = {
             **partition_params(partition),
             "topic_id": partition.topic_id,
@@ -75,20 +190,16 @@ class LedgerOps:
             "token": uuid.uuid4().hex,
         }
         record = (await self._write(q.ADVANCE_CHECKPOINT, params, "advance_checkpoint"))[0]
-        stored_id, before = record["stored_id"], record["before"]
-        if stored_id and partition.topic_id and stored_id != partition.topic_id:
-            raise TopicRecreatedError(partition.topic, stored_id, partition.topic_id)
-        if offset < before:
-            raise CheckpointRegressionError(
-                f"checkpoint of {partition.topic}[{partition.partition}] is {before}; "
-                f"refusing to move it back to {offset}"
-            )
+        _refuse_advance(partition, offset, record["before"], record["stored_id"])
 
     async def checkpoints(self) -> dict[tuple[str, int], int]:
+        await self._write_deferred()
         records = await self._read(q.CHECKPOINTS, {}, "checkpoints")
         return {(r["topic"], r["partition"]): r["offset"] for r in sorted(records, key=_topic_key)}
 
     async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
+        if (own := self._own(partition)) is not None:
+            return sorted(own.markers.values(), key=lambda m: m.tenant_id)
         records = await self._read(q.REBUILD_MARKERS, partition_params(partition), "markers")
         return sorted((marker_from(r["m"]) for r in records), key=lambda m: m.tenant_id)
 
@@ -101,12 +212,17 @@ class LedgerOps:
             "end_offset": marker.end_offset,
             "applied_through": marker.applied_through,
             "state": marker.state,
+            "token": uuid.uuid4().hex,
         }
         await self._write(q.PUT_REBUILD_MARKER, params, "put_rebuild_marker")
+        if (own := self._own(marker.partition)) is not None:
+            own.markers[marker.tenant_id] = marker
 
     async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
-        params = {**partition_params(partition), "tenant": tenant_id}
+        params = {**partition_params(partition), "tenant": tenant_id, "token": uuid.uuid4().hex}
         records = await self._write(q.CLOSE_REBUILD_MARKER, params, "close_rebuild_marker")
+        if (own := self._own(partition)) is not None:
+            own.markers.pop(tenant_id, None)
         return bool(records[0]["closed"])
 
     async def is_rebuilding(self, tenant_id: TenantId) -> bool:
@@ -137,11 +253,13 @@ class LedgerOps:
         self, tenant_id: TenantId, event_ids: Iterable[EventId]
     ) -> set[EventId]:
         ids = sorted(set(event_ids))
+        buffered = self._locked.applied_of(tenant_id, ids) if self._locked is not None else set()
+        ids = [i for i in ids if i not in buffered]
         if not ids:
-            return set()
+            return buffered
         params = {"tenant": tenant_id, "ids": ids}
         records = await self._read(q.APPLIED_EVENT_IDS, params, "applied_event_ids")
-        return {EventId(r["id"]) for r in records}
+        return buffered | {EventId(r["id"]) for r in records}
 
     async def record_applied_events(
         self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime
@@ -149,14 +267,20 @@ class LedgerOps:
         ids = sorted(set(event_ids))
         if not ids:
             return
+        if self._locked is not None:
+            # Written by _write_deferred, with the checkpoint.
+            self._locked.applied.update(((tenant_id, i), _aware(applied_at)) for i in ids)
+            return
         params = {"tenant": tenant_id, "ids": ids, "applied_at": _aware(applied_at)}
         await self._write(q.RECORD_APPLIED_EVENTS, params, "record_applied_events")
 
     async def forget_applied_events(self, tenant_id: TenantId) -> None:
+        await self._write_deferred()
         blame = Blame("forget_applied_events", tenant_id)
         await self._delete_in_batches(q.FORGET_APPLIED_EVENTS, {"tenant": tenant_id}, blame)
 
     async def expire_applied_events(self, older_than: datetime) -> int:
+        await self._write_deferred()
         params = {"older_than": _aware(older_than)}
         return await self._delete_in_batches(
             q.EXPIRE_APPLIED_EVENTS, params, Blame("expire_applied_events")

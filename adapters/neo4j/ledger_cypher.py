@@ -1,9 +1,10 @@
 """The projection ledger's Cypher statements: checkpoints, rebuild markers,
 erasure tombstones and applied event ids. Parameters only, as in cypher.py.
 
-A checkpoint node exists from the first unit of work on its partition (its
-write lock is what serialises units of work), but holds a checkpoint only once
-``offset`` is set: a node without one reads as ``NO_CHECKPOINT``.
+A checkpoint node exists from the first unit of work or marker write on its
+partition (its write lock is what serialises units of work), but holds a
+checkpoint only once ``offset`` is set: a node without one reads as
+``NO_CHECKPOINT``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,32 @@ from typing import Final
 
 #: The first statement of every unit of work: writing a fresh token takes the
 #: node's write lock, held until commit or rollback, so a second unit of work on
-#: the partition (a zombie and its successor) waits here.
-LOCK_CHECKPOINT: Final = """
+#: the partition (a zombie and its successor) waits here. Read after the lock is
+#: taken, the checkpoint and the partition's rebuild markers cannot change
+#: until commit except through this unit of work: every writer of either takes
+#: the same lock first (ADR 0004, "The locked partition in memory").
+LOCK_PARTITION: Final = """
 MERGE (c:Checkpoint {topic: $topic, partition: $partition})
 SET c.lock = $token
+RETURN c.offset AS offset, c.topic_id AS topic_id,
+       COLLECT {
+         MATCH (m:RebuildMarker {topic: $topic, partition: $partition})
+         RETURN properties(m)
+       } AS markers
+"""
+
+#: The last statement of a unit of work, run just before commit: the
+#: checkpoint it advanced (``$offset`` null: unchanged) and the applied event
+#: ids it recorded, as groups of (tenant, applied_at, ids). One time per group,
+#: not per id: a time parameter per row made the statement twice as slow.
+WRITE_DEFERRED: Final = """
+MERGE (c:Checkpoint {topic: $topic, partition: $partition})
+SET c.offset = coalesce($offset, c.offset), c.topic_id = coalesce($topic_id, c.topic_id)
+WITH c
+UNWIND $applied AS g
+UNWIND g.ids AS id
+MERGE (a:AppliedEvent {tenant_id: g.tenant, event_id: id})
+SET a.applied_at = g.applied_at
 """
 
 READ_CHECKPOINT: Final = """
@@ -48,13 +71,20 @@ MATCH (m:RebuildMarker {topic: $topic, partition: $partition})
 RETURN properties(m) AS m
 """
 
+#: Marker writes take the partition's checkpoint lock first, like every
+#: other writer of what a unit of work holds in memory (LOCK_PARTITION).
 PUT_REBUILD_MARKER: Final = """
+MERGE (c:Checkpoint {topic: $topic, partition: $partition})
+SET c.lock = $token
 MERGE (m:RebuildMarker {tenant_id: $tenant, topic: $topic, partition: $partition})
 SET m.topic_id = $topic_id, m.start_offset = $start_offset, m.end_offset = $end_offset,
     m.applied_through = $applied_through, m.state = $state
 """
 
 CLOSE_REBUILD_MARKER: Final = """
+MERGE (c:Checkpoint {topic: $topic, partition: $partition})
+SET c.lock = $token
+WITH c
 OPTIONAL MATCH (m:RebuildMarker {tenant_id: $tenant, topic: $topic, partition: $partition})
 DELETE m
 RETURN count(m) AS closed

@@ -5,13 +5,15 @@ connectivity and bootstraps the schema. Direct calls each run as their own
 managed transaction; ``unit_of_work(partition)`` is one explicit transaction
 that starts by write-locking the partition's checkpoint node, so two units of
 work on a partition (a zombie worker and its successor) run one after the other
-and the checkpoint is compared and advanced under that lock.
+and the checkpoint is compared and advanced under that lock. The same first
+statement reads the partition's checkpoint and rebuild markers, which the unit
+of work then serves from memory; its checkpoint advance and applied event ids
+are written by one statement just before commit (ADR 0004).
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Self
@@ -19,8 +21,6 @@ from typing import TYPE_CHECKING, Any, Self
 from neo4j import AsyncDriver, AsyncGraphDatabase, NotificationMinimumSeverity
 from neo4j.exceptions import DriverError, Neo4jError
 
-from adapters.neo4j.ledger_cypher import LOCK_CHECKPOINT
-from adapters.neo4j.rows import partition_params
 from adapters.neo4j.runner import Blame, ManagedRunner, TransactionRunner, translate
 from adapters.neo4j.schema import bootstrap
 from adapters.neo4j.view import Neo4jGraphView
@@ -87,16 +87,17 @@ class Neo4jGraphStore(Neo4jGraphView):
                 except (Neo4jError, DriverError) as exc:
                     raise translate(exc, Blame("begin a unit of work")) from exc
                 runner = TransactionRunner(tx)
+                uow = Neo4jGraphView(runner)
                 try:
-                    params = {**partition_params(partition), "token": uuid.uuid4().hex}
-                    await runner.run(
-                        LOCK_CHECKPOINT, params, write=True, blame=Blame("lock the checkpoint")
-                    )
-                    yield Neo4jGraphView(runner)
+                    await uow._lock_partition(partition)
+                    yield uow
+                    await uow._write_deferred()
                     await runner.commit()
                 except BaseException:
                     await runner.rollback()
                     raise
+                finally:
+                    uow._release_partition()
         finally:
             self._holders.discard(task)
 

@@ -3,8 +3,9 @@
 ``Neo4jGraphStore`` is this class over a managed runner (each statement its own
 transaction); a unit of work is this class over the open transaction. Every
 method is one statement (the batched deletes repeat one), so a direct call is
-atomic and a unit of work costs one round trip per call whatever the number of
-rows.
+atomic and a unit of work costs at most one round trip per call whatever the
+number of rows; inside a unit of work, the ledger calls on its own partition
+are served from memory or deferred to commit (ledger.LockedPartition).
 
 Each method binds the tenant it names (adapters.isolation), refuses values of
 another tenant before any I/O, filters by the tenant inside the statement, and

@@ -7,13 +7,15 @@ Checkpoint fencing and interleaving belong to the ledger suite
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 
-from contracts.domain import Entity, StreamPartition
+from contracts.domain import Entity, RebuildMarker, StreamPartition
 from contracts.errors import MissingEntityError, TenantIsolationError
-from contracts.ids import TenantId
+from contracts.ids import EventId, TenantId
 from contracts.ports.graph import ProjectedGraphStore
 from contracts.ports.ledger import NO_CHECKPOINT
 from tests.compliance.graph_support import alias, eid, ent, fresh_tenant, key, rel
@@ -145,3 +147,47 @@ class UnitOfWorkTier:
             t, "a", "third", first=0, second=1, third=2
         )
         assert await store.checkpoint(p) == 2
+
+    async def test_a_unit_of_work_cannot_be_used_after_it_ends(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        """Not even for the ledger calls a store may answer without a statement."""
+        t, p = fresh_tenant(), fresh_partition()
+        async with store.unit_of_work(p) as uow:
+            await uow.advance_checkpoint(p, 1)
+        for call in (
+            lambda: uow.checkpoint(p),
+            lambda: uow.rebuild_markers(p),
+            lambda: uow.advance_checkpoint(p, 2),
+            lambda: uow.record_applied_events(t, [EventId("e")], datetime.now(UTC)),
+            lambda: uow.applied_event_ids(t, [EventId("e")]),
+            lambda: uow.upsert_entity(t, ent(t, "a")),
+        ):
+            with pytest.raises(RuntimeError, match="has ended"):
+                await call()
+        assert await store.checkpoint(p) == 1
+        assert await store.applied_event_ids(t, [EventId("e")]) == set()
+
+    async def test_a_direct_marker_write_waits_for_the_partitions_unit_of_work(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        """A unit of work's partition (checkpoint and rebuild markers) changes
+        only through it until it ends: another writer of a marker waits."""
+        t, p = fresh_tenant(), fresh_partition()
+        marker = RebuildMarker(t, p, start_offset=0, end_offset=9, applied_through=2)
+        async with store.unit_of_work(p) as uow:
+            assert await uow.rebuild_markers(p) == []
+            writer = asyncio.create_task(store.put_rebuild_marker(marker))
+            await asyncio.sleep(0.5)
+            assert not writer.done()
+            assert await uow.rebuild_markers(p) == []
+            await uow.advance_checkpoint(p, 0)
+        await asyncio.wait_for(writer, timeout=30)
+        assert await store.rebuild_markers(p) == [marker]
+        async with store.unit_of_work(p) as uow:
+            closer = asyncio.create_task(store.close_rebuild_marker(t, p))
+            await asyncio.sleep(0.5)
+            assert not closer.done()
+            assert await uow.rebuild_markers(p) == [marker]
+        assert await asyncio.wait_for(closer, timeout=30) is True
+        assert await store.rebuild_markers(p) == []

@@ -144,6 +144,111 @@ class LedgerCompliance:
         assert await self.has_tenant_fact(store, a)
         assert await self.has_tenant_fact(store, b)
 
+    async def test_inside_a_unit_of_work_its_partition_reads_follow_its_writes(
+        self, store: Any
+    ) -> None:
+        """Checkpoint and markers read inside a unit of work reflect its own
+        earlier writes, and a regression is refused at the call, not at commit."""
+        part, a, b = fresh_partition(), fresh_tenant(), fresh_tenant()
+        await store.advance_checkpoint(part, 3)
+        await store.put_rebuild_marker(RebuildMarker(a, part, 0, 9, 1))
+        async with store.unit_of_work(part) as uow:
+            assert await uow.checkpoint(part) == 3
+            assert await uow.rebuild_markers(part) == [RebuildMarker(a, part, 0, 9, 1)]
+            await uow.advance_checkpoint(part, 5)
+            assert await uow.checkpoint(part) == 5
+            with pytest.raises(CheckpointRegressionError):
+                await uow.advance_checkpoint(part, 4)
+            assert await uow.checkpoint(part) == 5
+            await uow.put_rebuild_marker(RebuildMarker(b, part, 0, 9, 4))
+            await uow.put_rebuild_marker(RebuildMarker(a, part, 0, 9, 2))
+            assert await uow.close_rebuild_marker(b, part) is True
+            assert await uow.rebuild_markers(part) == [RebuildMarker(a, part, 0, 9, 2)]
+            await uow.put_rebuild_marker(RebuildMarker(b, part, 0, 9, 5))
+            await uow.advance_checkpoint(part, 6)
+            assert (await uow.checkpoints())[(part.topic, part.partition)] == 6
+            assert await store.checkpoint(part) == 3
+        assert await store.checkpoint(part) == 6
+        assert await store.rebuild_markers(part) == sorted(
+            [RebuildMarker(a, part, 0, 9, 2), RebuildMarker(b, part, 0, 9, 5)],
+            key=lambda m: m.tenant_id,
+        )
+
+    async def test_a_unit_of_work_refuses_a_recreated_topic_when_reading(self, store: Any) -> None:
+        part = fresh_partition()
+        await store.advance_checkpoint(part, 4)
+        recreated = StreamPartition(part.topic, part.partition, uuid.uuid4().hex)
+        async with store.unit_of_work(part) as uow:
+            with pytest.raises(TopicRecreatedError):
+                await uow.checkpoint(recreated)
+            with pytest.raises(TopicRecreatedError):
+                await uow.advance_checkpoint(recreated, 5)
+            assert await uow.checkpoint(part) == 4
+        # A partition that held no checkpoint takes the topic id of its first advance.
+        fresh = fresh_partition()
+        async with store.unit_of_work(fresh) as uow:
+            await uow.advance_checkpoint(fresh, 0)
+            with pytest.raises(TopicRecreatedError):
+                await uow.checkpoint(StreamPartition(fresh.topic, 0, uuid.uuid4().hex))
+        with pytest.raises(TopicRecreatedError):
+            await store.checkpoint(StreamPartition(fresh.topic, 0, uuid.uuid4().hex))
+
+    async def test_a_unit_of_work_reads_other_partitions_as_stored(self, store: Any) -> None:
+        part, other, tenant = fresh_partition(), fresh_partition(), fresh_tenant()
+        await store.advance_checkpoint(other, 8)
+        await store.put_rebuild_marker(RebuildMarker(tenant, other, 0, 9, 3))
+        async with store.unit_of_work(part) as uow:
+            await uow.advance_checkpoint(part, 1)
+            assert await uow.checkpoint(other) == 8
+            assert await uow.rebuild_markers(other) == [RebuildMarker(tenant, other, 0, 9, 3)]
+            assert await uow.rebuild_markers(part) == []
+        assert await store.checkpoint(part) == 1
+        assert await store.checkpoint(other) == 8
+
+    async def test_applied_events_recorded_in_a_unit_of_work_are_seen_in_it(
+        self, store: Any
+    ) -> None:
+        part, a, b = fresh_partition(), fresh_tenant(), fresh_tenant()
+        now = datetime.now(UTC)
+        await store.record_applied_events(a, [EventId("old")], now)
+        async with store.unit_of_work(part) as uow:
+            await uow.record_applied_events(a, [EventId("x"), EventId("y")], now)
+            await uow.record_applied_events(b, [EventId("x")], now)
+            asked = [EventId("old"), EventId("x"), EventId("z")]
+            assert await uow.applied_event_ids(a, asked) == {"old", "x"}
+            assert await uow.applied_event_ids(a, [EventId("y")]) == {"y"}
+            assert await uow.applied_event_ids(b, asked) == {"x"}
+            assert await store.applied_event_ids(a, asked) == {"old"}
+            await uow.advance_checkpoint(part, 0)
+        assert await store.applied_event_ids(a, [*asked, EventId("y")]) == {"old", "x", "y"}
+        assert await store.applied_event_ids(b, asked) == {"x"}
+
+    async def test_forgetting_inside_a_unit_of_work_drops_what_it_recorded(
+        self, store: Any
+    ) -> None:
+        part, a, b = fresh_partition(), fresh_tenant(), fresh_tenant()
+        now = datetime.now(UTC)
+        async with store.unit_of_work(part) as uow:
+            await uow.record_applied_events(a, [EventId("x")], now)
+            await uow.record_applied_events(b, [EventId("x")], now)
+            await uow.forget_applied_events(a)
+            assert await uow.applied_event_ids(a, [EventId("x")]) == set()
+            await uow.record_applied_events(a, [EventId("y")], now)
+        assert await store.applied_event_ids(a, [EventId("x"), EventId("y")]) == {"y"}
+        assert await store.applied_event_ids(b, [EventId("x")]) == {"x"}
+
+    async def test_expiring_inside_a_unit_of_work_counts_what_it_recorded(self, store: Any) -> None:
+        part, tenant = fresh_partition(), fresh_tenant()
+        now = datetime.now(UTC)
+        # Far enough back that no other test's rows expire with it.
+        ancient = now - timedelta(days=365 * 300)
+        async with store.unit_of_work(part) as uow:
+            await uow.record_applied_events(tenant, [EventId("old")], ancient)
+            await uow.record_applied_events(tenant, [EventId("new")], now)
+            assert await uow.expire_applied_events(ancient + timedelta(days=1)) == 1
+            assert await uow.applied_event_ids(tenant, [EventId("old"), EventId("new")]) == {"new"}
+        assert await store.applied_event_ids(tenant, [EventId("old"), EventId("new")]) == {"new"}
+
     # -- rebuild markers ---------------------------------------------------
 
     async def test_rebuild_markers_round_trip_and_close(self, store: Any) -> None:

@@ -1,7 +1,11 @@
 """The Neo4j adapter's pure parts, without a server: the order key, row
-building, and what each driver error becomes."""
+building, what each driver error becomes, and which ledger calls of a unit of
+work cost a statement."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -13,6 +17,8 @@ from neo4j.exceptions import (
     SessionExpired,
 )
 
+from adapters.neo4j import ledger_cypher as q
+from adapters.neo4j.ledger import LedgerOps
 from adapters.neo4j.rows import (
     decode_properties,
     edge_rows,
@@ -22,9 +28,14 @@ from adapters.neo4j.rows import (
     order_key,
 )
 from adapters.neo4j.runner import Blame, translate
-from contracts.domain import Entity, Relationship
-from contracts.errors import PermanentStoreError, TransientStoreError
-from contracts.ids import EntityId, TenantId
+from contracts.domain import Entity, RebuildMarker, Relationship, StreamPartition
+from contracts.errors import (
+    CheckpointRegressionError,
+    PermanentStoreError,
+    TopicRecreatedError,
+    TransientStoreError,
+)
+from contracts.ids import EntityId, EventId, TenantId
 
 T = TenantId("t-unit")
 _ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")), min_size=1)
@@ -114,3 +125,95 @@ def test_a_refused_value_is_permanent_and_names_the_tenant_and_ids() -> None:
 def test_other_server_errors_pass_through_unchanged() -> None:
     error = _server("Neo.DatabaseError.General.UnknownError")
     assert translate(error, Blame("x")) is error
+
+
+P = StreamPartition("events", 3, "topic-1")
+
+
+class _Recorder:
+    """A runner that records statements; the lock statement finds checkpoint 3
+    and one marker."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, dict[str, Any]]] = []
+
+    async def run(
+        self, query: str, params: dict[str, Any], *, write: bool, blame: Blame
+    ) -> list[Any]:
+        self.statements.append((query, params))
+        if query == q.LOCK_PARTITION:
+            marker = {
+                "tenant_id": T,
+                "topic": P.topic,
+                "partition": P.partition,
+                "topic_id": P.topic_id,
+                "start_offset": 0,
+                "end_offset": 9,
+                "applied_through": 1,
+                "state": "rebuilding",
+            }
+            return [{"offset": 3, "topic_id": P.topic_id, "markers": [marker]}]
+        return []
+
+
+async def _locked() -> tuple[_Recorder, LedgerOps]:
+    runner = _Recorder()
+    ledger = LedgerOps(runner)
+    await ledger._lock_partition(P)
+    return runner, ledger
+
+
+async def test_a_unit_of_work_reads_and_writes_its_partitions_ledger_in_two_statements() -> None:
+    runner, ledger = await _locked()
+    now = datetime.now(UTC)
+    assert await ledger.checkpoint(P) == 3
+    assert await ledger.rebuild_markers(P) == [RebuildMarker(T, P, 0, 9, 1)]
+    await ledger.record_applied_events(T, [EventId("b"), EventId("a")], now)
+    await ledger.record_applied_events(TenantId("t-other"), [EventId("a")], now)
+    later = now + timedelta(seconds=1)
+    await ledger.record_applied_events(T, [EventId("c"), EventId("b")], later)
+    await ledger.advance_checkpoint(P, 5)
+    assert await ledger.checkpoint(P) == 5
+    assert await ledger.applied_event_ids(T, [EventId("a"), EventId("d")]) == {"a"}
+    assert await ledger.applied_event_ids(T, [EventId("a"), EventId("b")]) == {"a", "b"}
+    # "d" is not recorded here: only that read reaches the store.
+    assert [query for query, _ in runner.statements] == [q.LOCK_PARTITION, q.APPLIED_EVENT_IDS]
+    assert runner.statements[-1][1]["ids"] == ["d"]
+
+    await ledger._write_deferred()
+    query, params = runner.statements[-1]
+    assert query == q.WRITE_DEFERRED
+    assert (params["offset"], params["topic_id"]) == (5, P.topic_id)
+    # One group per tenant and time; an id recorded twice keeps the later time.
+    assert params["applied"] == [
+        {"tenant": "t-other", "applied_at": now, "ids": ["a"]},
+        {"tenant": T, "applied_at": now, "ids": ["a"]},
+        {"tenant": T, "applied_at": later, "ids": ["b", "c"]},
+    ]
+    await ledger._write_deferred()  # nothing is left to write
+    assert len(runner.statements) == 3
+
+    ledger._release_partition()  # the unit of work ended: calls reach the runner
+    await ledger.checkpoint(P)
+    assert runner.statements[-1][0] == q.READ_CHECKPOINT
+
+
+async def test_a_unit_of_work_refuses_a_bad_advance_at_the_call_and_defers_nothing() -> None:
+    runner, ledger = await _locked()
+    with pytest.raises(CheckpointRegressionError):
+        await ledger.advance_checkpoint(P, 2)
+    with pytest.raises(TopicRecreatedError):
+        await ledger.advance_checkpoint(StreamPartition(P.topic, P.partition, "topic-2"), 4)
+    with pytest.raises(TopicRecreatedError):
+        await ledger.checkpoint(StreamPartition(P.topic, P.partition, "topic-2"))
+    await ledger.advance_checkpoint(P, 3)  # equal: nothing changes
+    await ledger._write_deferred()
+    assert [query for query, _ in runner.statements] == [q.LOCK_PARTITION]
+
+
+async def test_other_partitions_are_read_from_the_store() -> None:
+    runner, ledger = await _locked()
+    other = StreamPartition(P.topic, P.partition + 1, P.topic_id)
+    assert await ledger.checkpoint(other) == -1
+    assert await ledger.rebuild_markers(other) == []
+    assert [query for query, _ in runner.statements[1:]] == [q.READ_CHECKPOINT, q.REBUILD_MARKERS]

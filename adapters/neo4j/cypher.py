@@ -5,6 +5,12 @@ property keys and values all travel as parameters. Relationship types are not
 parametrisable in Cypher, so every edge is one ``:REL`` relationship whose
 ``type`` is a property; property keys arrive inside parameter maps (``+=``).
 
+A match on a tenant alone names the second key of a composite index too
+(``e.id IS NOT NULL``, ``e.order_key IS NOT NULL``: the store writes both on
+every entity it creates): Neo4j seeks a composite index only with a predicate
+on each of its properties, and otherwise scans every ``Entity`` of every
+tenant (found by bench/e2e.py: a replay's deletion slowed with the database).
+
 Every statement that touches tenant data matches with a label and filters by
 ``$tenant`` inside the statement; the store still checks each returned record's
 tenant (adapters.isolation) rather than trusting the filter.
@@ -33,7 +39,7 @@ RETURN properties(e) AS e
 
 FIND_ENTITIES: Final = """
 MATCH (e:Entity {tenant_id: $tenant})
-WHERE $type IS NULL OR e.type = $type
+WHERE e.order_key IS NOT NULL AND ($type IS NULL OR e.type = $type)
 WITH e ORDER BY e.order_key LIMIT $limit
 RETURN properties(e) AS e
 """
@@ -171,7 +177,7 @@ WHERE $type IS NULL OR r.type = $type
 GET_RELATIONSHIPS_ALL: Final = (
     """
 MATCH (s:Entity {tenant_id: $tenant})-[r:REL]->(t:Entity)
-WHERE $type IS NULL OR r.type = $type
+WHERE s.id IS NOT NULL AND ($type IS NULL OR r.type = $type)
 """
     + _EDGE
 )
@@ -203,23 +209,27 @@ RETURN count(*) AS deleted
 """
 
 DELETE_TENANT_ENTITIES: Final = """
-MATCH (e:Entity {tenant_id: $tenant})
+MATCH (e:Entity {tenant_id: $tenant}) WHERE e.id IS NOT NULL
 WITH e LIMIT $batch
 DETACH DELETE e
 RETURN count(*) AS deleted
 """
 
 DELETE_TENANT_ALIASES: Final = """
-MATCH (a:AliasId {tenant_id: $tenant})
+MATCH (a:AliasId {tenant_id: $tenant}) WHERE a.id IS NOT NULL
 WITH a LIMIT $batch
 DETACH DELETE a
 RETURN count(*) AS deleted
 """
 
 COUNT_TENANT: Final = """
-CALL () { MATCH (e:Entity {tenant_id: $tenant}) RETURN count(e) AS entities }
+CALL () {
+  MATCH (e:Entity {tenant_id: $tenant}) WHERE e.id IS NOT NULL RETURN count(e) AS entities
+}
 CALL () { MATCH ()-[r:REL]->() WHERE r.tenant_id = $tenant RETURN count(r) AS relationships }
-CALL () { MATCH (a:AliasId {tenant_id: $tenant}) RETURN count(a) AS alias_ids }
+CALL () {
+  MATCH (a:AliasId {tenant_id: $tenant}) WHERE a.id IS NOT NULL RETURN count(a) AS alias_ids
+}
 CALL () { MATCH ()-[r:ALIAS_OF]->() WHERE r.tenant_id = $tenant RETURN count(r) AS alias_edges }
 RETURN entities, relationships, alias_ids + alias_edges AS aliases
 """

@@ -144,6 +144,34 @@ class LedgerCompliance:
         assert await self.has_tenant_fact(store, a)
         assert await self.has_tenant_fact(store, b)
 
+    async def test_markers_read_while_they_are_put_and_closed(self, store: Any) -> None:
+        """A reader polling a partition's markers (the replay command, a status
+        page) while units of work open and close them sees each marker whole or
+        not at all, never a half-deleted one."""
+        part, tenant = fresh_partition(), fresh_tenant()
+        marker = RebuildMarker(tenant, part, 0, 9, -1)
+        writing = True
+        seen: list[list[RebuildMarker]] = []
+
+        async def write() -> None:
+            nonlocal writing
+            try:
+                for _ in range(400):
+                    await store.put_rebuild_marker(marker)
+                    await asyncio.sleep(0)
+                    await store.close_rebuild_marker(tenant, part)
+                    await asyncio.sleep(0)
+            finally:
+                writing = False
+
+        async def read() -> None:
+            while writing:
+                seen.append(await store.rebuild_markers(part))
+                await asyncio.sleep(0)
+
+        await asyncio.gather(write(), read(), read(), read())
+        assert seen and all(markers in ([], [marker]) for markers in seen)
+
     async def test_inside_a_unit_of_work_its_partition_reads_follow_its_writes(
         self, store: Any
     ) -> None:

@@ -47,15 +47,6 @@ class Runtime:
         self.projector: Projector | None = None
         self.sink: KafkaDeadLetterSink | None = None
         self._opening = asyncio.Lock()
-        # Each partition's batches run in order, a task per batch chained to the
-        # partition's previous one, so that the agent fetches and decodes the
-        # next batch while the stores write this one (a batch's slowest
-        # partition no longer holds the others back). At most two batches are
-        # in flight: ``process`` returns once the batch before its own is done.
-        self._lanes: dict[int, asyncio.Task[None]] = {}
-        self._in_flight: list[asyncio.Task[None]] = []
-        # Consumer actions (commits, seeks, pauses) one at a time, as before.
-        self._acting = asyncio.Lock()
 
     async def ready_projector(self) -> Projector:
         async with self._opening:
@@ -121,36 +112,16 @@ class Runtime:
                 RawRecord(message.offset, message.key, message.value)
             )
         # Partitions are independent (each has its own checkpoints and locks in
-        # both stores), so their units of work run concurrently; one
-        # partition's records are handled in log order, batch after batch.
-        started = []
-        for partition, records in sorted(by_partition.items()):
-            lane = asyncio.ensure_future(
-                self._lane(projector, partition, records, self._lanes.get(partition))
-            )
-            self._lanes[partition] = lane
-            started.append(lane)
-        previous, self._in_flight = self._in_flight, started
-        await asyncio.gather(*previous)
-
-    async def _lane(
-        self,
-        projector: Projector,
-        partition: int,
-        records: list[RawRecord],
-        before: asyncio.Task[None] | None,
-    ) -> None:
-        if before is not None:
-            await before
-        decision = await projector.handle(partition, records)
-        async with self._acting:
+        # both stores) and a batch's time is mostly store round trips, so their
+        # units of work run concurrently; the consumer actions (commits, seeks,
+        # pauses) then follow one partition at a time, in partition order.
+        # One partition's records are still handled by one call, in order.
+        ordered = sorted(by_partition.items())
+        decisions = await asyncio.gather(
+            *(projector.handle(partition, records) for partition, records in ordered)
+        )
+        for (partition, _), decision in zip(ordered, decisions, strict=True):
             await self._act(partition, decision)
-
-    async def drain(self) -> None:
-        """Wait until every batch handed to ``process`` is applied and acted on."""
-        # An error of a batch has already surfaced from ``process``.
-        await asyncio.gather(*self._in_flight, *self._lanes.values(), return_exceptions=True)
-        self._in_flight = []
 
     async def _act(self, partition: int, decision: Decision) -> None:
         consumer = self.consumer
@@ -207,7 +178,6 @@ class Runtime:
         return self.projector.health.ready, self.projector.health.reasons()
 
     async def close(self) -> None:
-        await self.drain()
         if self.sink is not None:
             await asyncio.to_thread(self.sink.close)
         if self.stores is not None:
@@ -259,14 +229,13 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         async for events in stream.take_events(
             settings.batch_size, within=settings.batch_wait_ms / 1000
         ):
-            # SIGTERM cancels the agent: finish the batches in hand first, so
+            # SIGTERM cancels the agent: finish the batch in hand first, so
             # both stores' units of work end committed, then stop.
             task = asyncio.ensure_future(runtime.process(events))
             try:
                 await asyncio.shield(task)
             except asyncio.CancelledError:
                 await task
-                await runtime.drain()
                 raise
             yield None
 

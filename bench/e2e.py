@@ -551,7 +551,7 @@ class Bench:
         *,
         while_running: Callable[[float], Awaitable[None]] | None = None,
         profile: bool = False,
-        env: dict[str, str] | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> Side:
         group = f"{topic}-group"
         self.groups.append(group)
@@ -572,7 +572,7 @@ class Bench:
                 "REDSTRING_SESSION_TIMEOUT_S": "6",
                 "REDSTRING_WORKER_ID": f"{group}-{i}",
                 "REDSTRING_LOG_LEVEL": "INFO",
-                **(env or {}),
+                **(extra_env or {}),
                 "PYTHONUNBUFFERED": "1",
             }
             with log.open("wb") as out:
@@ -858,7 +858,7 @@ class Bench:
             topic,
             workload,
             while_running=replay_now,
-            env={"REDSTRING_BATCH_SIZE": str(REPLAY_BATCH)},
+            extra_env={"REDSTRING_BATCH_SIZE": str(REPLAY_BATCH)},
         )
         result["first_s"] = first.seconds
         result["events"] = first.events
@@ -903,12 +903,27 @@ async def retrying(
     raise AssertionError("unreachable")
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
 def _free_port() -> int:
+    """A port for a worker's web server: free now, not handed to another worker
+    of this run, and below the kernel's ephemeral range (a port from ``bind(0)``
+    is an ephemeral one, which a client connection can take meanwhile)."""
+    import random
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    while True:
+        port = random.randrange(20000, 32000)
+        if port in _PORTS_GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        _PORTS_GIVEN.add(port)
+        return port
 
 
 # -- the run ------------------------------------------------------------------------

@@ -158,6 +158,12 @@ class Projector:
         needed = await self.position(partition)
         fresh = [r for r in records if r.offset >= needed]
         if not fresh:
+            # Nothing here reaches the fold, whose checks under the stores'
+            # locks would correct a remembered position that ran ahead of
+            # them: ask the stores before committing it.
+            needed = await self.next_needed(partition)
+            fresh = [r for r in records if r.offset >= needed]
+        if not fresh:
             return Decision(commit=needed)
         if fresh[0].offset > needed:
             # The consumer is ahead of what the stores hold (a commit ran ahead,

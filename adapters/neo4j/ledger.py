@@ -23,6 +23,20 @@ from contracts.ids import EventId, TenantId
 from contracts.ids import tenant_id as valid_tenant
 from contracts.ports.ledger import NO_CHECKPOINT
 
+#: What a stored rebuild marker holds (adapters/neo4j/rows.marker_from).
+MARKER_FIELDS = frozenset(
+    {
+        "tenant_id",
+        "topic",
+        "partition",
+        "topic_id",
+        "start_offset",
+        "end_offset",
+        "applied_through",
+        "state",
+    }
+)
+
 #: Rows deleted per statement by the batched deletes.
 DELETE_BATCH = 5000
 
@@ -201,7 +215,10 @@ class LedgerOps:
         if (own := self._own(partition)) is not None:
             return sorted(own.markers.values(), key=lambda m: m.tenant_id)
         records = await self._read(q.REBUILD_MARKERS, partition_params(partition), "markers")
-        return sorted((marker_from(r["m"]) for r in records), key=lambda m: m.tenant_id)
+        # A marker deleted while it is read comes back missing properties
+        # (ledger_cypher.REBUILD_MARKERS): it is closed, so it is left out.
+        whole = [r["m"] for r in records if MARKER_FIELDS <= r["m"].keys()]
+        return sorted((marker_from(m) for m in whole), key=lambda m: m.tenant_id)
 
     async def put_rebuild_marker(self, marker: RebuildMarker) -> None:
         params = {

@@ -351,3 +351,16 @@ async def test_a_partition_starts_writing_while_the_next_one_decodes(
     last_decode_of_b = max(i for i, step in enumerate(trace) if step == ("decode", b"b"))
     assert first_apply < last_decode_of_b, trace
     assert await graph.get_entity(TenantId("b"), EntityId("y39")) is not None
+
+
+async def test_a_remembered_position_ahead_of_records_already_applied_is_checked(
+    stores: Any,
+) -> None:
+    """Records that all lie below the remembered position never reach a fold,
+    so the projector asks the stores before committing that position."""
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    p._needed[0] = 5  # remembered, but the stores hold nothing yet
+    decision = await p.handle(0, [raw(0, doc("a", "x")), raw(1, doc("a", "y"))])
+    assert decision.commit == 2
+    assert await graph.get_entity(TenantId("a"), EntityId("y")) is not None

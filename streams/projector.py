@@ -72,15 +72,41 @@ class Decision:
 class PartitionHealth:
     paused: dict[int, str] = field(default_factory=dict)
     failing: dict[int, str] = field(default_factory=dict)
+    #: Partitions the watchdog found idle while their stores were behind (streams.loop).
+    stalled: dict[int, str] = field(default_factory=dict)
 
     @property
     def ready(self) -> bool:
-        return not self.paused and not self.failing
+        return not self.paused and not self.failing and not self.stalled
 
     def reasons(self) -> list[str]:
-        return [
-            f"partition {p}: {why}" for p, why in sorted({**self.failing, **self.paused}.items())
-        ]
+        merged = {**self.stalled, **self.failing, **self.paused}
+        return [f"partition {p}: {why}" for p, why in sorted(merged.items())]
+
+
+def contiguous_run(records: Sequence[RawRecord], start: int) -> tuple[list[RawRecord], int | None]:
+    """The records that continue the log from ``start`` without a hole, in
+    offset order and each offset once, and the first offset missing after
+    them (None when the batch has no hole).
+
+    A consumer can hand over records out of order, twice, or with some missing
+    (Faust delivers records fetched before a seek after it, and drops records
+    at or below a read offset those pushed up; issue 14). A record at an offset
+    never changes, so sorting and dropping repeats is safe; stepping over a
+    missing offset is not: the stores would move past a record nobody applied.
+    """
+    by_offset: dict[int, RawRecord] = {}
+    for record in records:
+        if record.offset >= start:
+            by_offset.setdefault(record.offset, record)
+    run: list[RawRecord] = []
+    expected = start
+    for offset in sorted(by_offset):
+        if offset != expected:
+            return run, expected
+        run.append(by_offset[offset])
+        expected += 1
+    return run, None
 
 
 class Projector:
@@ -95,6 +121,7 @@ class Projector:
         metrics: Metrics,
         log_start: Callable[[int], Awaitable[int]] | None = None,
         max_backoff: float = 30.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.folds = list(folds)
         self.dead_letters = dead_letters
@@ -104,6 +131,7 @@ class Projector:
         self.metrics = metrics
         self._log_start = log_start
         self.max_backoff = max_backoff
+        self._sleep = sleep
         self.health = PartitionHealth()
         # The highest offset per partition whose invalid-value letters this
         # worker has written: records after a refused event are read again
@@ -156,18 +184,18 @@ class Projector:
             return Decision()
         part = self.stream_partition(partition)
         needed = await self.position(partition)
-        fresh = [r for r in records if r.offset >= needed]
+        fresh, hole = contiguous_run(records, needed)
         if not fresh:
             # Nothing here reaches the fold, whose checks under the stores'
-            # locks would correct a remembered position that ran ahead of
-            # them: ask the stores before committing it.
+            # locks would correct a remembered position that is stale: ask the
+            # stores before committing or seeking to it.
             needed = await self.next_needed(partition)
-            fresh = [r for r in records if r.offset >= needed]
+            fresh, hole = contiguous_run(records, needed)
         if not fresh:
-            return Decision(commit=needed)
-        if fresh[0].offset > needed:
-            # The consumer is ahead of what the stores hold (a commit ran ahead,
-            # or a replay opened a window): read the gap first.
+            if hole is None:
+                return Decision(commit=needed)
+            # The consumer is ahead of what the stores hold (a replay opened a
+            # window, or a seek or a record was lost): read the gap first.
             self.metrics.seeks.labels(reason="ahead").inc()
             return Decision(seek=needed)
 
@@ -278,8 +306,10 @@ class Projector:
             # the records after a refused event are still to be applied).
             self.metrics.seeks.labels(reason="replay").inc()
             return Decision(seek=after, applied=applied)
-        if truncated:
-            # The consumer has read past the records left out of this batch.
+        if truncated or hole is not None:
+            # The consumer has read past the records left out of this batch
+            # (after a replay request, or after a record it did not hand over).
+            self.metrics.seeks.labels(reason="hole" if hole is not None else "replay").inc()
             return Decision(seek=after, applied=applied)
         return Decision(commit=after, applied=applied)
 
@@ -330,7 +360,7 @@ class Projector:
                     "store call failed; retrying",
                     extra={"partition": partition, "error": repr(exc), "delay": delay},
                 )
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
                 delay = min(self.max_backoff, delay * 2)
                 continue
             self.health.failing.pop(partition, None)

@@ -53,6 +53,12 @@ class Settings(BaseSettings):
     )
     batch_size: int = Field(2000, ge=1, description="Events per batch.")
     batch_wait_ms: int = Field(200, ge=0, description="How long to wait to fill a batch.")
+    stall_after_s: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds a partition may be handed nothing while its stores are behind "
+        "the log end before the worker seeks it again and reports not-ready.",
+    )
     applied_event_retention_days: float = Field(
         7.0, gt=0, description="How long stores remember applied event ids."
     )

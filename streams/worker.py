@@ -1,12 +1,13 @@
 """The projector worker: a faust-streaming app with one agent on the events
 topic (DESIGN 7).
 
-Correctness rests on the stores' checkpoints and the next-needed-offset rule,
-not on Faust's commits. Faust's recovery seeks every assigned partition to its
-*committed* offset after ``app.on_rebalance_complete`` fires, so that is where
-the stores' positions are committed; a seek on demand (a replay request, a
-batch past the stores' position) follows ``Consumer.wait_for_stopped_flow``'s
-recipe. See docs/adr/0006-faust-seeks.md.
+Faust is only the transport here: the loop around the projector
+(streams.loop) decides every commit, seek and pause, and checks that what Faust
+hands over continues the stores' position. Faust's recovery seeks every
+assigned partition to its *committed* offset after ``app.on_rebalance_complete``
+fires, so that is where the stores' positions are committed; Faust commits
+nothing itself (acks are off for the events topic). See
+docs/adr/0006-faust-seeks.md.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
 from streams.deadletters import KafkaDeadLetterSink
+from streams.loop import WorkerLoop
 from streams.metrics import Metrics
-from streams.projector import Decision, Projector, RawRecord
+from streams.projector import Projector, RawRecord
 from streams.settings import Settings
 from streams.stores import Stores, open_stores
 from streams.topics import check_topics
@@ -35,8 +37,54 @@ from streams.topics import check_topics
 log = logging.getLogger("redstring.worker")
 
 
+class FaustConsumer:
+    """streams.loop.Consumer over Faust's consumer, for the events topic."""
+
+    def __init__(self, app: faust.App, topic: str) -> None:
+        self.app = app
+        self.topic = topic
+
+    def _tp(self, partition: int) -> TP:
+        return TP(self.topic, partition)
+
+    def assigned(self) -> set[int]:
+        return {tp.partition for tp in self.app.consumer.assignment() if tp.topic == self.topic}
+
+    async def commit(self, offsets: Mapping[int, int]) -> None:
+        """Commit exact offsets with the driver's ``_commit`` (the public
+        ``commit`` commits acked offsets only; pinned faust version), for what
+        is still assigned: a rebalance can revoke a partition while its batch
+        is in hand, and faust's ``_commit`` hands aiokafka an empty dict when
+        none is left, which raises ValueError and crashes the consumer thread
+        (found by the two-worker benchmark). The new owner reads from the
+        stores' positions anyway."""
+        assigned = self.app.consumer.assignment()
+        mine = {self._tp(p): offset for p, offset in offsets.items() if self._tp(p) in assigned}
+        if mine:
+            await self.app.consumer._commit(mine)  # type: ignore[attr-defined]
+
+    async def seek(self, partition: int, offset: int) -> None:
+        # A plain seek: no stop_flow, whose getmany then seeks every partition
+        # to its committed offset. What Faust still gets wrong (records fetched
+        # before the seek delivered after it, re-fetched ones dropped) the loop
+        # notices and asks again (streams.loop).
+        await self.app.consumer.seek(self._tp(partition), offset)
+
+    def pause(self, partition: int) -> None:
+        self.app.consumer.pause_partitions([self._tp(partition)])
+
+    async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
+        highs = await self.app.consumer.highwaters(*(self._tp(p) for p in partitions))
+        return {tp.partition: int(offset or 0) for tp, offset in highs.items()}
+
+    async def log_start(self, partition: int) -> int:
+        tp = self._tp(partition)
+        earliest = await self.app.consumer.earliest_offsets(tp)
+        return int(earliest.get(tp) or 0)
+
+
 class Runtime:
-    """What the agent, the rebalance hook and the web pages share."""
+    """What the agent, the rebalance hook, the timers and the web pages share."""
 
     def __init__(self, app: faust.App, settings: Settings) -> None:
         self.app = app
@@ -44,19 +92,20 @@ class Runtime:
         self.metrics = Metrics()
         self.topic_id = ""
         self.stores: Stores | None = None
-        self.projector: Projector | None = None
+        self.loop: WorkerLoop | None = None
         self.sink: KafkaDeadLetterSink | None = None
+        self.consumer = FaustConsumer(app, settings.topic)
         self._opening = asyncio.Lock()
 
-    async def ready_projector(self) -> Projector:
+    async def ready_loop(self) -> WorkerLoop:
         async with self._opening:
-            if self.projector is None:
+            if self.loop is None:
                 info = await asyncio.to_thread(check_topics, self.settings)
                 self.topic_id = info.topic_id
                 self.stores = await open_stores(self.settings)
                 self.sink = KafkaDeadLetterSink(self.settings)
                 dimension = self.stores.vector.dimension
-                self.projector = Projector(
+                projector = Projector(
                     [
                         GraphProjection(self.stores.graph, embedding_dimension=dimension),
                         VectorProjection(self.stores.vector, self.stores.embedder),
@@ -66,104 +115,41 @@ class Runtime:
                     topic_id=self.topic_id,
                     control_key=self.settings.control_key_bytes(),
                     metrics=self.metrics,
-                    log_start=self._log_start,
+                    log_start=self.consumer.log_start,
+                )
+                self.loop = WorkerLoop(
+                    projector, self.consumer, stall_after=self.settings.stall_after_s
                 )
                 log.info("stores open", extra={"topic_id": self.topic_id})
-            return self.projector
-
-    async def _log_start(self, partition: int) -> int:
-        tp = TP(self.settings.topic, partition)
-        earliest = await self.app.consumer.earliest_offsets(tp)
-        return int(earliest.get(tp) or 0)
-
-    def _tp(self, partition: int) -> TP:
-        return TP(self.settings.topic, partition)
+            return self.loop
 
     @property
-    def consumer(self) -> Any:
-        # The aiokafka driver's consumer: ``_commit`` commits exact offsets, which
-        # the public ``commit`` (acked offsets only) cannot. Pinned faust version.
-        return self.app.consumer
+    def projector(self) -> Projector | None:
+        return self.loop.projector if self.loop is not None else None
 
     async def commit_positions(self) -> None:
-        """Called when a rebalance completes, before recovery seeks to the
-        committed offsets: commit what the stores need, so the seek lands there."""
-        projector = await self.ready_projector()
-        ours = [tp for tp in self.consumer.assignment() if tp.topic == self.settings.topic]
-        offsets = {tp: await projector.next_needed(tp.partition) for tp in ours}
-        if offsets:
-            await self._commit(offsets)
-            # Recovery's seek to the committed offsets skips a committed 0
-            # (aiokafka's seek_to_committed seeks only when the offset is > 0),
-            # so a partition the stores need from its start (fresh stores, a
-            # full rebuild) stayed where an older commit had put it, idle past
-            # the end of the log. Seek here too; recovery's own seek, where it
-            # happens, lands on the same offsets.
-            for tp, offset in offsets.items():
-                await self.consumer.seek(tp, offset)
-            log.info("committed the stores' positions", extra={"offsets": _show(offsets)})
+        """Called when a rebalance completes, before Faust's recovery seeks to
+        the committed offsets: commit (and seek to) what the stores need."""
+        loop = await self.ready_loop()
+        await loop.on_assigned()
 
     async def process(self, events: Sequence[Any]) -> None:
-        projector = await self.ready_projector()
-        by_partition: dict[int, list[RawRecord]] = {}
+        loop = await self.ready_loop()
+        batch: dict[int, list[RawRecord]] = {}
         for event in events:
             message = event.message
-            by_partition.setdefault(message.partition, []).append(
+            batch.setdefault(message.partition, []).append(
                 RawRecord(message.offset, message.key, message.value)
             )
-        # Partitions are independent (each has its own checkpoints and locks in
-        # both stores) and a batch's time is mostly store round trips, so their
-        # units of work run concurrently; the consumer actions (commits, seeks,
-        # pauses) then follow one partition at a time, in partition order.
-        # One partition's records are still handled by one call, in order.
-        ordered = sorted(by_partition.items())
-        decisions = await asyncio.gather(
-            *(projector.handle(partition, records) for partition, records in ordered)
-        )
-        for (partition, _), decision in zip(ordered, decisions, strict=True):
-            await self._act(partition, decision)
-
-    async def _act(self, partition: int, decision: Decision) -> None:
-        consumer = self.consumer
-        tp = self._tp(partition)
-        if decision.pause is not None:
-            consumer.pause_partitions([tp])
-        elif decision.seek is not None:
-            consumer.stop_flow()
-            try:
-                await consumer.wait_for_stopped_flow()
-                await self._commit({tp: decision.seek})
-                await consumer.seek(tp, decision.seek)
-            finally:
-                consumer.resume_flow()
-            log.info("sought back", extra={"partition": partition, "offset": decision.seek})
-        elif decision.commit is not None:
-            await self._commit({tp: decision.commit})
-
-    async def _commit(self, offsets: dict[TP, int]) -> None:
-        """Commit what is still assigned. A rebalance can revoke a partition
-        while its batch is in hand; faust's ``_commit`` drops partitions no
-        longer assigned, and when none is left it hands aiokafka an empty
-        dict, which raises ValueError and crashes the consumer thread (found
-        by the two-worker benchmark). The new owner reads from the stores'
-        positions anyway, so the commit is simply not needed."""
-        assigned = self.consumer.assignment()
-        mine = {tp: offset for tp, offset in offsets.items() if tp in assigned}
-        if mine:
-            await self.consumer._commit(mine)
+        await loop.on_batch(batch)
 
     async def update_lag(self) -> None:
-        if self.projector is None:
-            return
-        ours = [tp for tp in self.app.consumer.assignment() if tp.topic == self.settings.topic]
-        if not ours:
-            return
-        highs = await self.app.consumer.highwaters(*ours)
-        for tp in ours:
-            needed = await self.projector.position(tp.partition)
-            self.metrics.lag.labels(partition=str(tp.partition)).set(
-                max(0, int(highs.get(tp) or 0) - needed)
-            )
+        if self.loop is not None:
+            await self.loop.update_lag()
+
+    async def check_stalls(self) -> None:
+        if self.loop is not None:
+            await self.loop.check_stalls()
 
     async def expire_applied(self) -> None:
         if self.stores is None:
@@ -173,19 +159,16 @@ class Runtime:
             await store.expire_applied_events(cutoff)
 
     def readiness(self) -> tuple[bool, list[str]]:
-        if self.projector is None:
+        if self.loop is None:
             return False, ["stores not open yet"]
-        return self.projector.health.ready, self.projector.health.reasons()
+        health = self.loop.projector.health
+        return health.ready, health.reasons()
 
     async def close(self) -> None:
         if self.sink is not None:
             await asyncio.to_thread(self.sink.close)
         if self.stores is not None:
             await self.stores.aclose()
-
-
-def _show(offsets: dict[TP, int]) -> dict[str, int]:
-    return {f"{tp.topic}[{tp.partition}]": off for tp, off in offsets.items()}
 
 
 def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[faust.App, Runtime]:
@@ -221,6 +204,12 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         value_type=bytes,
         key_serializer="raw",
         value_serializer="raw",
+        # Faust commits acked offsets on its own, and take_events acks every
+        # record it hands over, applied or not (past a replay request, a
+        # refusal, records delivered twice after a seek): its commits ran
+        # ahead of the stores, and its own seeks to them skipped records
+        # (issue 14). The loop commits the stores' positions itself.
+        acks=False,
     )
     runtime = Runtime(app, settings)
 
@@ -250,7 +239,11 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
     async def expire() -> None:
         await runtime.expire_applied()
 
+    async def stalls() -> None:
+        await runtime.check_stalls()
+
     app.timer(interval=5.0)(lag)
+    app.timer(interval=min(5.0, max(0.5, settings.stall_after_s / 3)))(stalls)
     app.timer(interval=3600.0)(expire)
 
     @app.page("/livez")

@@ -69,6 +69,7 @@ REDSTRING_EMBEDDING_MODEL: {{ .Values.embedding.model | quote }}
 REDSTRING_EMBEDDING_DIMENSION: {{ .Values.embedding.dimension | quote }}
 REDSTRING_BATCH_SIZE: {{ .Values.projection.batchSize | quote }}
 REDSTRING_BATCH_WAIT_MS: {{ .Values.projection.batchWaitMs | quote }}
+REDSTRING_STALL_AFTER_S: {{ .Values.projection.stallAfterSeconds | quote }}
 REDSTRING_APPLIED_EVENT_RETENTION_DAYS: {{ .Values.projection.appliedEventRetentionDays | quote }}
 REDSTRING_SESSION_TIMEOUT_S: {{ .Values.projection.sessionTimeoutSeconds | quote }}
 REDSTRING_HTTP_HOST: "0.0.0.0"

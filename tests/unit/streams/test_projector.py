@@ -65,11 +65,6 @@ def raw(offset: int, event: Event) -> RawRecord:
     return RawRecord(offset, event.tenant_id.encode(), event_to_json(event))
 
 
-@pytest.fixture
-def stores() -> tuple[InMemoryGraphStore, InMemoryVectorStore]:
-    return InMemoryGraphStore(), InMemoryVectorStore(HashingEmbedder(dimension=16).identity)
-
-
 def projector(graph: Any, vector: Any, sink: ListSink) -> Projector:
     embedder = HashingEmbedder(dimension=16)
     return Projector(
@@ -364,3 +359,32 @@ async def test_a_remembered_position_ahead_of_records_already_applied_is_checked
     decision = await p.handle(0, [raw(0, doc("a", "x")), raw(1, doc("a", "y"))])
     assert decision.commit == 2
     assert await graph.get_entity(TenantId("a"), EntityId("y")) is not None
+
+
+async def test_a_batch_with_a_hole_applies_only_up_to_the_hole(stores: Any) -> None:
+    """Faust can hand the agent records from before and after one of its own
+    seeks in one batch (issue 14: a seek to the committed offset while records
+    were buffered). The stores must never move past records nobody applied."""
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    batch = [raw(0, doc("a", "x")), raw(1, doc("b", "y")), raw(4, doc("c", "z"))]
+    decision = await p.handle(0, batch)
+    assert decision.seek == 2 and decision.commit is None
+    assert await graph.get_entity(TenantId("c"), EntityId("z")) is None
+    assert await vector.get(TenantId("c"), EntityId("z")) is None
+    assert await p.next_needed(0) == 2
+    # The gap read at last: everything lands, nothing twice.
+    decision = await p.handle(0, [raw(2, doc("d", "u")), raw(3, doc("e", "v")), batch[2]])
+    assert decision.commit == 5
+    for tenant, entity in (("d", "u"), ("e", "v"), ("c", "z")):
+        assert await graph.get_entity(TenantId(tenant), EntityId(entity)) is not None
+
+
+async def test_records_repeated_inside_a_batch_are_read_once(stores: Any) -> None:
+    """A seek back while records were buffered delivers some offsets twice."""
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    a, b, c = raw(0, doc("a", "x")), raw(1, doc("b", "y")), raw(2, doc("c", "z"))
+    decision = await p.handle(0, [a, b, a, b, c])
+    assert decision.commit == 3
+    assert await graph.get_entity(TenantId("c"), EntityId("z")) is not None

@@ -1,0 +1,172 @@
+"""The worker loop: what a worker does with the consumer around the projector's
+decisions (DESIGN 5.2 and 5.9), kept apart from Faust so that a simulated
+consumer can drive it (tests/simulation) exactly as Faust does.
+
+The loop trusts the consumer for nothing but handing over records it has
+fetched. The projector applies only records that continue the stores' position
+without a hole (a batch is sorted and cut at the first missing offset), so a
+record the consumer failed to deliver (dropped after a seek, or skipped by a
+seek of its own) is asked for again instead of being stepped over. The group's
+committed offset is only ever the stores' position. A partition whose stores
+are behind the log end and that has been handed nothing for a while is sought
+to the stores' position again, and readiness says so until records flow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Protocol
+
+from streams.projector import Decision, Projector, RawRecord
+
+log = logging.getLogger("redstring.worker")
+
+
+class Consumer(Protocol):
+    """The consumer operations the loop uses, by partition of the events topic."""
+
+    def assigned(self) -> set[int]:
+        """The partitions of the events topic this worker holds now."""
+        ...
+
+    async def commit(self, offsets: Mapping[int, int]) -> None:
+        """Commit these next offsets to read (for partitions still assigned)."""
+        ...
+
+    async def seek(self, partition: int, offset: int) -> None:
+        """Ask the consumer to read the partition from ``offset`` next."""
+        ...
+
+    def pause(self, partition: int) -> None: ...
+
+    async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
+        """The high watermark of each partition (the offset the next record gets)."""
+        ...
+
+
+class WorkerLoop:
+    def __init__(
+        self,
+        projector: Projector,
+        consumer: Consumer,
+        *,
+        stall_after: float = 15.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.projector = projector
+        self.consumer = consumer
+        self.stall_after = stall_after
+        self._clock = clock
+        # When each partition was last handed a record (or sought): the
+        # watchdog's measure of "nothing delivered for a while".
+        self._heard: dict[int, float] = {}
+        # Partitions with a batch in hand: the watchdog leaves them alone.
+        self._in_hand: set[int] = set()
+
+    async def on_assigned(self) -> None:
+        """After a rebalance: commit and seek every assigned partition to the
+        stores' position (asked, not remembered), so that whatever the
+        consumer would resume from, it reads what the stores need."""
+        assigned = self.consumer.assigned()
+        health = self.projector.health
+        for table in (health.paused, health.stalled, health.failing):
+            for partition in [p for p in table if p not in assigned]:
+                del table[partition]
+        offsets = {p: await self.projector.next_needed(p) for p in sorted(assigned)}
+        now = self._clock()
+        for partition in offsets:
+            self._heard[partition] = now
+        if offsets:
+            await self.consumer.commit(offsets)
+            for partition, offset in offsets.items():
+                await self.consumer.seek(partition, offset)
+            log.info("committed the stores' positions", extra={"offsets": offsets})
+
+    async def on_batch(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
+        """Handle one batch: its partitions concurrently (each has its own
+        checkpoints and locks in both stores), then the consumer actions one
+        partition at a time, in partition order."""
+        ordered = sorted((p, records) for p, records in batch.items() if records)
+        now = self._clock()
+        for partition, _ in ordered:
+            self._heard[partition] = now
+            self._in_hand.add(partition)
+        try:
+            decisions = await asyncio.gather(
+                *(self.projector.handle(partition, records) for partition, records in ordered)
+            )
+            for (partition, _), decision in zip(ordered, decisions, strict=True):
+                await self._act(partition, decision)
+        finally:
+            for partition, _ in ordered:
+                self._in_hand.discard(partition)
+
+    async def _act(self, partition: int, decision: Decision) -> None:
+        if decision.pause is not None:
+            self.consumer.pause(partition)
+        elif decision.seek is not None:
+            await self._seek(partition, decision.seek)
+            log.info("sought back", extra={"partition": partition, "offset": decision.seek})
+        elif decision.commit is not None:
+            self.projector.health.stalled.pop(partition, None)
+            await self.consumer.commit({partition: decision.commit})
+
+    async def _seek(self, partition: int, offset: int) -> None:
+        # The target is the stores' position, so committing it first keeps the
+        # group's offset at or below it whatever the consumer does next.
+        await self.consumer.commit({partition: offset})
+        await self.consumer.seek(partition, offset)
+        self._heard[partition] = self._clock()
+
+    async def check_stalls(self) -> None:
+        """The watchdog (DESIGN 5.9): a partition held by this worker, not
+        paused, handed nothing for ``stall_after`` seconds while its stores are
+        behind the log end has lost a seek or a delivery. Seek it to the
+        stores' position again and say so, in the log and in readiness, until
+        its records flow."""
+        health = self.projector.health
+        now = self._clock()
+        quiet = [
+            p
+            for p in sorted(self.consumer.assigned())
+            if p not in health.paused
+            and p not in self._in_hand
+            and now - self._heard.setdefault(p, now) >= self.stall_after
+        ]
+        if not quiet:
+            return
+        ends = await self.consumer.log_end(quiet)
+        for partition in quiet:
+            if partition in self._in_hand or partition not in self.consumer.assigned():
+                continue
+            position = await self.projector.next_needed(partition)
+            end = ends.get(partition)
+            if end is None or position >= end:
+                health.stalled.pop(partition, None)
+                self._heard[partition] = now
+                continue
+            reason = (
+                f"handed no record for {self.stall_after:g}s while the stores need offsets "
+                f"{position}..{end - 1}: sought to {position} again"
+            )
+            health.stalled[partition] = reason
+            log.warning(
+                "partition idle with lag; seeking to the stores' position",
+                extra={"partition": partition, "offset": position, "log_end": end},
+            )
+            self.projector.metrics.seeks.labels(reason="stalled").inc()
+            await self._seek(partition, position)
+
+    async def update_lag(self) -> None:
+        assigned = sorted(self.consumer.assigned())
+        if not assigned:
+            return
+        ends = await self.consumer.log_end(assigned)
+        for partition in assigned:
+            needed = await self.projector.position(partition)
+            self.projector.metrics.lag.labels(partition=str(partition)).set(
+                max(0, int(ends.get(partition) or 0) - needed)
+            )

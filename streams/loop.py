@@ -82,7 +82,8 @@ class WorkerLoop:
         if offsets:
             await self.consumer.commit(offsets)
             for partition, offset in offsets.items():
-                await self.consumer.seek(partition, offset)
+                if partition in self.consumer.assigned():  # not revoked meanwhile
+                    await self.consumer.seek(partition, offset)
             log.info("committed the stores' positions", extra={"offsets": offsets})
 
     async def on_batch(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
@@ -118,6 +119,11 @@ class WorkerLoop:
         # The target is the stores' position, so committing it first keeps the
         # group's offset at or below it whatever the consumer does next.
         await self.consumer.commit({partition: offset})
+        if partition not in self.consumer.assigned():
+            # Revoked while the batch was in hand: the new owner reads from the
+            # stores' position, and a seek of a partition not assigned raises
+            # (aiokafka's IllegalStateError), which would crash the worker.
+            return
         await self.consumer.seek(partition, offset)
         self._heard[partition] = self._clock()
 
@@ -144,7 +150,12 @@ class WorkerLoop:
                 continue
             position = await self.projector.next_needed(partition)
             end = ends.get(partition)
-            if end is None or position >= end:
+            if (
+                end is None
+                or position >= end
+                # Only transaction markers left: nothing to hand over.
+                or not await self.projector.holds_records_from(partition, position)
+            ):
                 health.stalled.pop(partition, None)
                 self._heard[partition] = now
                 continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -84,10 +84,14 @@ class PartitionHealth:
         return [f"partition {p}: {why}" for p, why in sorted(merged.items())]
 
 
-def contiguous_run(records: Sequence[RawRecord], start: int) -> tuple[list[RawRecord], int | None]:
+def contiguous_run(
+    records: Sequence[RawRecord], start: int, empty: Mapping[int, int] | None = None
+) -> tuple[list[RawRecord], int | None]:
     """The records that continue the log from ``start`` without a hole, in
     offset order and each offset once, and the first offset missing after
-    them (None when the batch has no hole).
+    them (None when the batch has no hole). ``empty`` maps the first offset
+    of a known run of offsets that hold no record (a transaction's commit
+    marker, say) to the offset after it.
 
     A consumer can hand over records out of order, twice, or with some missing
     (Faust delivers records fetched before a seek after it, and drops records
@@ -102,11 +106,18 @@ def contiguous_run(records: Sequence[RawRecord], start: int) -> tuple[list[RawRe
     run: list[RawRecord] = []
     expected = start
     for offset in sorted(by_offset):
+        while empty and offset > expected and expected in empty:
+            expected = empty[expected]
         if offset != expected:
             return run, expected
         run.append(by_offset[offset])
         expected += 1
     return run, None
+
+
+#: Asks the broker for the offset of the first record at or after an offset
+#: (None if it cannot tell now, or there is none yet).
+Probe = Callable[[int, int], Awaitable[int | None]]
 
 
 class Projector:
@@ -122,6 +133,7 @@ class Projector:
         log_start: Callable[[int], Awaitable[int]] | None = None,
         max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        probe: Probe | None = None,
     ) -> None:
         self.folds = list(folds)
         self.dead_letters = dead_letters
@@ -132,6 +144,10 @@ class Projector:
         self._log_start = log_start
         self.max_backoff = max_backoff
         self._sleep = sleep
+        self._probe = probe
+        # Runs of offsets the broker said hold no record (transaction markers,
+        # aborted or compacted records), per partition: first offset -> next.
+        self._empty: dict[int, dict[int, int]] = {}
         self.health = PartitionHealth()
         # The highest offset per partition whose invalid-value letters this
         # worker has written: records after a refused event are read again
@@ -168,6 +184,13 @@ class Projector:
         known = self._needed.get(partition)
         return known if known is not None else await self.next_needed(partition)
 
+    async def holds_records_from(self, partition: int, offset: int) -> bool:
+        """Whether the log holds a record at or after ``offset`` (True when no
+        probe can tell: the high watermark is then the only measure)."""
+        if self._probe is None:
+            return True
+        return await self._retry(partition, partial(self._probe, partition, offset)) is not None
+
     async def judged_through(self, partition: int) -> int:
         """The lowest checkpoint of the stores: every record at or below it has
         been applied, skipped or dead-lettered by all of them."""
@@ -184,13 +207,13 @@ class Projector:
             return Decision()
         part = self.stream_partition(partition)
         needed = await self.position(partition)
-        fresh, hole = contiguous_run(records, needed)
+        fresh, hole = await self._contiguous(partition, records, needed)
         if not fresh:
             # Nothing here reaches the fold, whose checks under the stores'
             # locks would correct a remembered position that is stale: ask the
             # stores before committing or seeking to it.
             needed = await self.next_needed(partition)
-            fresh, hole = contiguous_run(records, needed)
+            fresh, hole = await self._contiguous(partition, records, needed)
         if not fresh:
             if hole is None:
                 return Decision(commit=needed)
@@ -312,6 +335,24 @@ class Projector:
             self.metrics.seeks.labels(reason="hole" if hole is not None else "replay").inc()
             return Decision(seek=after, applied=applied)
         return Decision(commit=after, applied=applied)
+
+    async def _contiguous(
+        self, partition: int, records: Sequence[RawRecord], start: int
+    ) -> tuple[list[RawRecord], int | None]:
+        """``contiguous_run``, asking the broker about each hole before the
+        last record: offsets that hold no record are not a lost delivery."""
+        empty = self._empty.setdefault(partition, {})
+        for stale in [offset for offset in empty if offset < start]:
+            del empty[stale]
+        last = max((r.offset for r in records), default=-1)
+        while True:
+            run, hole = contiguous_run(records, start, empty)
+            if hole is None or hole > last or self._probe is None:
+                return run, hole
+            first = await self._retry(partition, partial(self._probe, partition, hole))
+            if first is None or first <= hole:
+                return run, hole  # the record is there: the consumer lost it
+            empty[hole] = first
 
     async def _report(
         self,

@@ -29,6 +29,7 @@ from projections.vector import VectorProjection
 from streams.deadletters import KafkaDeadLetterSink
 from streams.loop import WorkerLoop
 from streams.metrics import Metrics
+from streams.probe import RecordProbe
 from streams.projector import Projector, RawRecord
 from streams.settings import Settings
 from streams.stores import Stores, open_stores
@@ -95,6 +96,7 @@ class Runtime:
         self.loop: WorkerLoop | None = None
         self.sink: KafkaDeadLetterSink | None = None
         self.consumer = FaustConsumer(app, settings.topic)
+        self.probe = RecordProbe(settings)
         self._opening = asyncio.Lock()
 
     async def ready_loop(self) -> WorkerLoop:
@@ -116,6 +118,7 @@ class Runtime:
                     control_key=self.settings.control_key_bytes(),
                     metrics=self.metrics,
                     log_start=self.consumer.log_start,
+                    probe=self.probe.first_record_at,
                 )
                 self.loop = WorkerLoop(
                     projector, self.consumer, stall_after=self.settings.stall_after_s
@@ -165,6 +168,7 @@ class Runtime:
         return health.ready, health.reasons()
 
     async def close(self) -> None:
+        await asyncio.to_thread(self.probe.close)
         if self.sink is not None:
             await asyncio.to_thread(self.sink.close)
         if self.stores is not None:

@@ -18,7 +18,7 @@ from contracts.ids import EntityId, TenantId
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
 from streams.metrics import Metrics
-from streams.projector import DeadLetter, Projector, RawRecord
+from streams.projector import DeadLetter, Probe, Projector, RawRecord
 
 KEY = b"control-key"
 
@@ -65,7 +65,7 @@ def raw(offset: int, event: Event) -> RawRecord:
     return RawRecord(offset, event.tenant_id.encode(), event_to_json(event))
 
 
-def projector(graph: Any, vector: Any, sink: ListSink) -> Projector:
+def projector(graph: Any, vector: Any, sink: ListSink, probe: Probe | None = None) -> Projector:
     embedder = HashingEmbedder(dimension=16)
     return Projector(
         [GraphProjection(graph, embedding_dimension=16), VectorProjection(vector, embedder)],
@@ -75,6 +75,7 @@ def projector(graph: Any, vector: Any, sink: ListSink) -> Projector:
         control_key=KEY,
         metrics=Metrics(),
         max_backoff=0.01,
+        probe=probe,
     )
 
 
@@ -388,3 +389,26 @@ async def test_records_repeated_inside_a_batch_are_read_once(stores: Any) -> Non
     decision = await p.handle(0, [a, b, a, b, c])
     assert decision.commit == 3
     assert await graph.get_entity(TenantId("c"), EntityId("z")) is not None
+
+
+async def test_offsets_the_broker_says_hold_no_record_are_not_a_hole(stores: Any) -> None:
+    """A transactional producer's commit markers take offsets that no consumer
+    is handed: the broker, asked about the hole, tells them from a lost record."""
+    graph, vector = stores
+    log = {0: doc("a", "x"), 1: doc("a", "y"), 3: doc("b", "z"), 6: doc("c", "w")}
+    asked: list[int] = []
+
+    async def first_record_at(partition: int, offset: int) -> int | None:
+        asked.append(offset)
+        return min((o for o in log if o >= offset), default=None)
+
+    p = projector(graph, vector, ListSink(), probe=first_record_at)
+    decision = await p.handle(0, [raw(o, e) for o, e in log.items()])
+    assert decision.commit == 7
+    assert asked == [2, 4]
+    assert await graph.get_entity(TenantId("c"), EntityId("w")) is not None
+    # A record the consumer did not hand over is not stepped over.
+    log[7], log[8] = doc("d", "v"), doc("e", "u")
+    decision = await p.handle(0, [raw(8, log[8])])
+    assert decision.seek == 7
+    assert await graph.get_entity(TenantId("e"), EntityId("u")) is None

@@ -2,6 +2,8 @@
 #   make test        everything: lint, types, import layers, all tests (starts the local stack)
 #   make test-fast   the tests that need no servers
 #   make test-services  the tests that need Kafka, Neo4j and Postgres
+#   make soak        the worker-loop simulation over thousands of fresh seeds (no servers;
+#                    REDSTRING_SIM_SEEDS, default 3000)
 #   make demo        start the local stack and run the pipeline end to end
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -9,7 +11,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.redstring-installed
 
-.PHONY: venv lint test test-fast test-services demo stack-demo stack-up stack-down stack-status
+.PHONY: venv lint test test-fast test-services soak demo stack-demo stack-up stack-down stack-status
 
 venv: $(STAMP)
 
@@ -39,6 +41,13 @@ test-fast: venv
 
 test-services: venv
 	@REDSTRING_HYPOTHESIS_PROFILE=services $(BIN)/pytest -m services; $(PYTEST_OK)
+
+# The worker loop under a simulated Kafka and Faust with crashes, rebalances,
+# zombies, lost seeks and duplicates (tests/simulation): fresh random seeds each
+# run, a summary of what was injected at the end. A failure prints its seed and
+# the shrunk workload.
+soak: venv
+	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_SEEDS:-3000} $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges --hypothesis-show-statistics
 
 # The pipeline end to end: the local stack, a topic, a worker, a history with
 # merges and an unmerge, and what the stores answer afterwards.

@@ -1,0 +1,430 @@
+"""The simulation runner: one workload, one seed, one schedule.
+
+Everything the schedule does comes from one ``random.Random(seed)``: when
+records are published, fetched, delivered and handed over, how big the
+chunks and batches are, when seeks and commits land, when the timers fire (on
+a virtual clock), and the faults: crashes at any await point, rebalances (some
+members learning late: zombies whose batches and commits must be fenced),
+transient store errors, duplicated records. The asyncio tasks of the workers
+interleave only at their awaits, in the order the event loop runs them, so a
+seed replays exactly.
+
+After ``Knobs.fault_steps`` steps the faults stop and the workers run to
+quiescence within a bound of rounds; then every check of issue 14 is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from adapters.embedding import HashingEmbedder
+from adapters.memory.graph import InMemoryGraphStore
+from adapters.memory.vector import InMemoryVectorStore
+from contracts.domain import StreamPartition
+from projections.admission import next_needed_offset
+from projections.graph import GraphProjection
+from projections.vector import VectorProjection
+from streams.loop import WorkerLoop
+from streams.metrics import Metrics
+from streams.projector import Projector
+from tests.scenarios.harness import Stores, describe_difference, folded_states
+from tests.simulation.consumer import SimFaustConsumer
+from tests.simulation.faults import (
+    DeadLetterTopic,
+    FaultWire,
+    TrippingSink,
+    WorkerCrash,
+    crashing,
+)
+from tests.simulation.kafka import SimKafka
+from tests.workloads import Workload
+
+T = TypeVar("T")
+TOPIC, TOPIC_ID = "events", "sim-topic-id"
+DIMENSION = 16
+
+#: How often each step is chosen while faults are on.
+WEIGHTS: Mapping[str, int] = {
+    "publish": 6,
+    "fetch": 6,
+    "deliver": 10,
+    "take": 8,
+    "run": 14,
+    "tick": 4,
+    "rebalance": 1,
+    "crash": 1,
+    "transient": 2,
+    "duplicate": 2,
+    "lose_seek": 1,
+    "lose_record": 1,
+}
+
+
+class SimulationFailure(AssertionError):
+    pass
+
+
+@dataclass(frozen=True)
+class Knobs:
+    max_members: int = 2
+    fault_steps: int = 300
+    stall_after: float = 5.0
+    max_batch: int = 8
+    max_chunk: int = 12
+    max_delay: int = 4
+    zombie_chance: float = 0.5
+    quiesce_rounds: int = 400
+    weights: Mapping[str, int] = field(default_factory=lambda: dict(WEIGHTS))
+
+
+@dataclass
+class Report:
+    seed: int
+    records: int
+    steps: int = 0
+    rounds_to_quiesce: int = 0
+    virtual_seconds: float = 0.0
+    faults: Counter[str] = field(default_factory=Counter)
+
+
+def _now(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (a read of a memory store)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("the read suspended")
+
+
+async def _no_sleep(_seconds: float) -> None:
+    await asyncio.sleep(0)
+
+
+class Member:
+    """One worker incarnation: its own projector, loop and consumer over the
+    shared stores; all of it lost when it crashes."""
+
+    def __init__(self, sim: Simulation, name: str) -> None:
+        self.name = name
+        self.wire = FaultWire()
+        graph = crashing(sim.graph, self.wire)
+        vector = crashing(sim.vector, self.wire)
+        self.projector = Projector(
+            [
+                GraphProjection(graph, embedding_dimension=DIMENSION),
+                VectorProjection(vector, sim.embedder),
+            ],
+            TrippingSink(sim.dead_letters, self.wire),
+            topic=TOPIC,
+            topic_id=TOPIC_ID,
+            control_key=sim.workload.control_key,
+            metrics=Metrics(),
+            sleep=_no_sleep,
+        )
+        self.consumer = SimFaustConsumer(
+            sim.kafka, name, sim.rng, self.wire, max_delay=sim.knobs.max_delay
+        )
+        self.loop = WorkerLoop(
+            self.projector, self.consumer, stall_after=sim.knobs.stall_after, clock=sim.clock
+        )
+        self.batch: asyncio.Task[None] | None = None
+        self.timer: asyncio.Task[None] | None = None
+        self.recovery: asyncio.Task[None] | None = None
+        #: A rebalance this member has not learned of yet (a zombie until then).
+        self.next_assignment: tuple[set[int], int] | None = None
+        self.learns_at = 0
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [t for t in (self.batch, self.timer, self.recovery) if t is not None]
+
+    def busy(self) -> bool:
+        return any(not t.done() for t in self.tasks())
+
+    def seeks(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for metric in self.projector.metrics.seeks.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total"):
+                    out[f"seek_{sample.labels['reason']}"] += int(sample.value)
+        return out
+
+
+class Simulation:
+    def __init__(self, workload: Workload, seed: int, knobs: Knobs | None = None) -> None:
+        self.workload = workload
+        self.seed = seed
+        self.knobs = knobs or Knobs()
+        self.rng = random.Random(seed)
+        self.now = 0.0
+        self.kafka = SimKafka(workload.partitions, on_commit=self._check_commit)
+        self.embedder = HashingEmbedder(dimension=DIMENSION)
+        self.graph = InMemoryGraphStore()
+        self.vector = InMemoryVectorStore(self.embedder.identity)
+        self.dead_letters = DeadLetterTopic()
+        self.published = 0
+        self.step = 0
+        self.violations: list[str] = []
+        self.report = Report(seed, len(workload.records))
+        count = 1 + self.rng.randrange(self.knobs.max_members)
+        self.members = [Member(self, f"w{i}") for i in range(count)]
+
+    def clock(self) -> float:
+        return self.now
+
+    # -- checks -------------------------------------------------------------------
+
+    def _check_commit(self, partition: int, offset: int) -> None:
+        """DESIGN 5.9, when a commit lands: never past the lowest checkpoint + 1."""
+        part = StreamPartition(TOPIC, partition, TOPIC_ID)
+        lowest = min(_now(self.graph.checkpoint(part)), _now(self.vector.checkpoint(part)))
+        if offset > lowest + 1:
+            self.violations.append(
+                f"step {self.step}: partition {partition} committed {offset} while the "
+                f"stores' lowest checkpoint is {lowest} (DESIGN 5.9)"
+            )
+
+    def fail(self, message: str) -> SimulationFailure:
+        return SimulationFailure(
+            f"seed {self.seed}, step {self.step}, t={self.now:g}s: {message}\n"
+            f"workload: {self.workload.summary()}\nfaults: {dict(self.report.faults)}"
+        )
+
+    async def positions(self, partition: int) -> tuple[int, int]:
+        part = StreamPartition(TOPIC, partition, TOPIC_ID)
+        return (
+            await next_needed_offset(self.graph, part),
+            await next_needed_offset(self.vector, part),
+        )
+
+    # -- the group ------------------------------------------------------------------
+
+    def rebalance(self, *, zombies: bool) -> None:
+        """A new generation: partitions dealt to the members at random. A member
+        learns of it now, or (a zombie) some steps later."""
+        self.kafka.generation += 1
+        generation = self.kafka.generation
+        share: dict[str, set[int]] = {m.name: set() for m in self.members}
+        for partition in range(self.workload.partitions):
+            owner = self.members[self.rng.randrange(len(self.members))].name
+            share[owner].add(partition)
+            self.kafka.owner[partition] = owner
+        self.report.faults["rebalances"] += 1
+        for member in self.members:
+            member.next_assignment = (share[member.name], generation)
+            late = (
+                zombies
+                and member.consumer.assigned()
+                and self.rng.random() < (self.knobs.zombie_chance)
+            )
+            member.learns_at = self.step + (self.rng.randint(1, 30) if late else 0)
+            if late:
+                self.report.faults["zombies"] += 1
+            else:
+                self.learn(member)
+
+    def learn(self, member: Member) -> None:
+        """The member's side of the rebalance: revoke and assign, then Faust's
+        recovery (on_rebalance_complete -> WorkerLoop.on_assigned, then
+        perform_seek), concurrently with any batch still in hand."""
+        if member.next_assignment is None:
+            return
+        partitions, generation = member.next_assignment
+        member.next_assignment = None
+        if member.recovery is not None and not member.recovery.done():
+            member.recovery.cancel()  # Faust: "Recovery rebalancing again"
+        member.consumer.revoke_and_assign(partitions, generation)
+
+        async def recover() -> None:
+            await member.loop.on_assigned()
+            member.consumer.perform_seek()
+
+        member.recovery = asyncio.ensure_future(recover())
+
+    async def restart(self, member: Member) -> Member:
+        """A crashed member: its tasks die, its unlanded commits are lost, and a
+        fresh incarnation (nothing remembered) rejoins the group."""
+        for task in member.tasks():
+            task.cancel()
+        await asyncio.gather(*member.tasks(), return_exceptions=True)
+        self.report.faults["crashes"] += 1
+        self.report.faults["lost_commits"] += member.consumer.crash()
+        self._retire(member)
+        fresh = Member(self, member.name)
+        self.members[self.members.index(member)] = fresh
+        self.rebalance(zombies=False)
+        return fresh
+
+    def _retire(self, member: Member) -> None:
+        self.report.faults.update(member.consumer.stats)
+        self.report.faults.update(member.seeks())
+        self.report.faults["transient_errors"] += member.wire.transients
+
+    async def settle(self) -> None:
+        """Crashed members restart; an error escaping a worker's task fails the
+        run (it would crash the real worker)."""
+        for member in list(self.members):
+            for task in member.tasks():
+                if task.done() and not task.cancelled():
+                    exc = task.exception()
+                    if exc is not None and not isinstance(exc, WorkerCrash):
+                        raise self.fail(f"{member.name}'s task raised {exc!r}") from exc
+            if member.wire.dead:
+                await self.restart(member)
+        if self.violations:
+            raise self.fail(self.violations[0])
+
+    # -- steps --------------------------------------------------------------------------
+
+    def publish(self, most: int) -> None:
+        records = self.workload.records
+        for record in records[self.published : self.published + most]:
+            offset = self.kafka.append(record.partition, record.key, record.value)
+            assert offset == record.offset, (record, offset)
+            self.published += 1
+
+    def take(self, member: Member, most: int) -> None:
+        if member.batch is not None and not member.batch.done():
+            return
+        if not member.consumer.flow_active:
+            return
+        batch = member.consumer.take_events(most)
+        if batch:
+            member.batch = asyncio.ensure_future(member.loop.on_batch(batch))
+
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
+        for member in self.members:
+            if member.timer is None or member.timer.done():
+                member.timer = asyncio.ensure_future(member.loop.check_stalls())
+
+    async def run_step(self, kind: str) -> None:
+        rng, knobs = self.rng, self.knobs
+        member = self.members[rng.randrange(len(self.members))]
+        if kind == "publish":
+            self.publish(rng.randint(1, 4))
+        elif kind == "fetch":
+            member.consumer.fetch(rng.randint(1, knobs.max_chunk))
+        elif kind == "deliver":
+            member.consumer.deliver(rng.randint(1, knobs.max_chunk))
+        elif kind == "take":
+            self.take(member, rng.randint(1, knobs.max_batch))
+        elif kind == "run":
+            for _ in range(rng.randint(1, 20)):
+                await asyncio.sleep(0)
+        elif kind == "tick":
+            self.tick(rng.uniform(0.5, 3.0))
+        elif kind == "rebalance":
+            self.rebalance(zombies=True)
+        elif kind == "crash":
+            member.wire.arm(rng.randint(1, 40))
+            self.report.faults["crashes_armed"] += 1
+        elif kind == "transient":
+            member.wire.arm_transient(rng.randint(1, 20))
+        elif kind == "duplicate":
+            member.consumer.duplicate()
+        elif kind == "lose_seek":
+            member.consumer.lose_next_seek = True
+        elif kind == "lose_record":
+            member.consumer.lose_next_record = True
+        for other in self.members:
+            if other.next_assignment is not None and self.step >= other.learns_at:
+                self.learn(other)
+
+    # -- the run ------------------------------------------------------------------------
+
+    async def run(self) -> Report:
+        self.rebalance(zombies=False)
+        kinds = list(self.knobs.weights)
+        weights = [self.knobs.weights[k] for k in kinds]
+        for step in range(self.knobs.fault_steps):
+            self.step = step
+            await self.run_step(self.rng.choices(kinds, weights)[0])
+            await self.settle()
+        await self.quiesce()
+        await self.check_final()
+        for member in self.members:
+            self._retire(member)
+        self.report.steps = self.step
+        self.report.virtual_seconds = self.now
+        return self.report
+
+    async def quiesce(self) -> None:
+        """Faults off, zombies told, everything published; the workers run until
+        nothing is left to do, within a bound of rounds (1 virtual second each)."""
+        for member in self.members:
+            member.wire.disarm()
+            self.learn(member)
+        self.publish(len(self.workload.records))
+        for rounds in range(self.knobs.quiesce_rounds):
+            self.step += 1
+            for member in self.members:
+                if member.recovery is not None:
+                    await asyncio.gather(member.recovery, return_exceptions=True)
+                member.consumer.fetch(self.knobs.max_chunk)
+                member.consumer.deliver(self.knobs.max_chunk)
+                self.take(member, self.knobs.max_batch)
+                if member.batch is not None:
+                    await asyncio.gather(member.batch, return_exceptions=True)
+            self.tick(1.0)
+            for member in self.members:
+                if member.timer is not None:
+                    await asyncio.gather(member.timer, return_exceptions=True)
+            await self.settle()
+            if await self.quiet():
+                self.report.rounds_to_quiesce = rounds
+                return
+        raise self.fail(await self.describe_stall())
+
+    async def quiet(self) -> bool:
+        if any(m.busy() or not m.consumer.idle() for m in self.members):
+            return False
+        for partition in range(self.workload.partitions):
+            end = self.kafka.high_watermark(partition)
+            if await self.positions(partition) != (end, end):
+                return False
+            if self.kafka.committed.get(partition, 0) != end:
+                return False
+        return True
+
+    async def describe_stall(self) -> str:
+        lines = [f"no quiescence after {self.knobs.quiesce_rounds} rounds (a stall):"]
+        for partition in range(self.workload.partitions):
+            graph, vector = await self.positions(partition)
+            end = self.kafka.high_watermark(partition)
+            owner = self.kafka.owner.get(partition)
+            lines.append(
+                f"  partition {partition}: graph needs {graph}, vector needs {vector}, "
+                f"log end {end}, committed {self.kafka.committed.get(partition)}, owner {owner}"
+            )
+        for member in self.members:
+            c = member.consumer
+            lines.append(
+                f"  {member.name}: assigned {sorted(c.assigned())}, positions {c.position}, "
+                f"read offsets {c.read_offset}, queued {len(c.queue)}, chunk {len(c.chunk)}, "
+                f"health {member.projector.health.reasons()}"
+            )
+        return "\n".join(lines)
+
+    async def check_final(self) -> None:
+        records = [r.oracle_record for r in self.workload.records]
+        expected = self.workload.expected_states()
+        actual = await folded_states(Stores(self.graph, self.vector, self.embedder), records)
+        if actual != {t: expected.get(t) for t in actual}:
+            raise self.fail(describe_difference("simulation", expected, actual))
+        missing = set(self.workload.dead_letters()) - self.dead_letters.offsets()
+        if missing:
+            raise self.fail(f"never dead-lettered (partition, offset): {sorted(missing)}")
+        for member in self.members:
+            if not member.projector.health.ready:
+                raise self.fail(f"{member.name} not ready: {member.projector.health.reasons()}")
+
+
+def simulate(workload: Workload, seed: int, knobs: Knobs | None = None) -> Report:
+    """Run one simulation; raises ``SimulationFailure`` with the seed on a failure."""
+    return asyncio.run(Simulation(workload, seed, knobs).run())

@@ -289,6 +289,7 @@ class Bench:
                     "AppliedEvent",
                     "RebuildMarker",
                     "ErasureTombstone",
+                    "ControlEvent",
                     "QuixEntity",
                     "QuixAlias",
                     "BenchCeilingAlias",

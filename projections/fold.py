@@ -339,11 +339,16 @@ class Fold(abc.ABC, Generic[U]):
         event = record.event
         assert isinstance(event, TenantReplayRequestedEvent | TenantErasedEvent)
         tenant = event.tenant
+        event_id = EventId(str(event.event_id))
         report.next_needed_offset = -1
         async with self.store.unit_of_work(partition) as uow:
             admission = await self._load(uow, partition, expected)
             original = dict(admission.markers)
             verdict = await admission.decide(uow, record.offset, tenant, is_control=True)
+            # Control events act once (DESIGN 6): a copy of one this store has
+            # already acted on (a producer retry, a re-sent request) is skipped.
+            if verdict is Verdict.APPLY and await uow.acted_control_events(tenant, [event_id]):
+                verdict = Verdict.SKIP
             if verdict is Verdict.SKIP:
                 admission.scanned(record.offset)
                 await admission.persist(uow, original)
@@ -369,6 +374,9 @@ class Fold(abc.ABC, Generic[U]):
 
         async with self.store.unit_of_work(partition) as uow:
             await uow.forget_applied_events(tenant)
+            # Recorded with what completes the event: a crash before this
+            # commit repeats it, a crash after never does.
+            await uow.record_control_event(tenant, event_id, record.offset, self._clock())
             if isinstance(event, TenantErasedEvent):
                 await uow.close_rebuild_marker(tenant, partition)
                 await uow.put_erasure_tombstone(ErasureTombstone(tenant, partition, record.offset))

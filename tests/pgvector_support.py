@@ -96,7 +96,8 @@ class ScenarioVectorStores:
                 s = f'"{store.schema}"'
                 await conn.execute(
                     f"TRUNCATE {s}.vectors, {s}.vector_aliases, {s}.checkpoints, "
-                    f"{s}.rebuild_markers, {s}.tombstones, {s}.applied_events"
+                    f"{s}.rebuild_markers, {s}.tombstones, {s}.applied_events, "
+                    f"{s}.control_events"
                 )
                 self._free.append(store.schema)
         finally:

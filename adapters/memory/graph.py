@@ -513,6 +513,17 @@ class InMemoryGraphStore(ClosingContext):
         async with self._transaction() as tx:
             return await tx.expire_applied_events(older_than)
 
+    async def acted_control_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> dict[EventId, int]:
+        return await self._reader().acted_control_events(tenant_id, event_ids)
+
+    async def record_control_event(
+        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
+    ) -> None:
+        async with self._transaction() as tx:
+            await tx.record_control_event(tenant_id, event_id, offset, acted_at)
+
 
 if TYPE_CHECKING:
     # mypy proves the store and its units of work conform to the ports.

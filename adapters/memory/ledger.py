@@ -18,6 +18,9 @@ class LedgerState:
     markers: dict[tuple[TenantId, str, int], RebuildMarker] = field(default_factory=dict)
     tombstones: dict[TenantId, ErasureTombstone] = field(default_factory=dict)
     applied: dict[TenantId, dict[EventId, datetime]] = field(default_factory=dict)
+    #: Acted-on control events: (offset, acted_at) by id, per tenant. Never
+    #: forgotten, expired or deleted with the tenant (DESIGN 6).
+    control: dict[TenantId, dict[EventId, tuple[int, datetime]]] = field(default_factory=dict)
 
     def copy(self) -> LedgerState:
         # Values are frozen dataclasses or immutable tuples; one level of copying
@@ -27,6 +30,7 @@ class LedgerState:
             markers=dict(self.markers),
             tombstones=dict(self.tombstones),
             applied={t: dict(ids) for t, ids in self.applied.items()},
+            control={t: dict(ids) for t, ids in self.control.items()},
         )
 
 
@@ -116,3 +120,14 @@ class LedgerView:
             if not ids:
                 del self._ledger.applied[tenant]
         return dropped
+
+    async def acted_control_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> dict[EventId, int]:
+        known = self._ledger.control.get(tenant_id, {})
+        return {e: known[e][0] for e in event_ids if e in known}
+
+    async def record_control_event(
+        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
+    ) -> None:
+        self._ledger.control.setdefault(tenant_id, {}).setdefault(event_id, (offset, acted_at))

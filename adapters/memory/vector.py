@@ -382,6 +382,17 @@ class InMemoryVectorStore(ClosingContext):
         async with self._transaction() as view:
             return await view.expire_applied_events(older_than)
 
+    async def acted_control_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> dict[EventId, int]:
+        return await self._committed().acted_control_events(tenant_id, event_ids)
+
+    async def record_control_event(
+        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
+    ) -> None:
+        async with self._transaction() as view:
+            await view.record_control_event(tenant_id, event_id, offset, acted_at)
+
     # -- lifecycle ---------------------------------------------------------
 
     async def aclose(self) -> None:

@@ -1,9 +1,9 @@
 """The projection ledger on Neo4j, written once against a ``Runner``.
 
 System-level, not tenant-scoped (DESIGN section 4): checkpoints per (topic,
-partition), rebuild markers, erasure tombstones and applied event ids live as
-their own labelled nodes beside the tenant data, in the same database, so a
-unit of work commits them with the effects they describe.
+partition), rebuild markers, erasure tombstones, applied event ids and acted-on
+control events live as their own labelled nodes beside the tenant data, in the
+same database, so a unit of work commits them with the effects they describe.
 """
 
 from __future__ import annotations
@@ -302,6 +302,29 @@ class LedgerOps:
         return await self._delete_in_batches(
             q.EXPIRE_APPLIED_EVENTS, params, Blame("expire_applied_events")
         )
+
+    async def acted_control_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> dict[EventId, int]:
+        ids = sorted(set(event_ids))
+        if not ids:
+            return {}
+        params = {"tenant": tenant_id, "ids": ids}
+        records = await self._read(q.ACTED_CONTROL_EVENTS, params, "acted_control_events")
+        return {EventId(r["id"]): int(r["offset"]) for r in records}
+
+    async def record_control_event(
+        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
+    ) -> None:
+        # Not deferred like the applied ids: a control event is rare, and its
+        # record must be read back by the unit of work that wrote it.
+        params = {
+            "tenant": valid_tenant(tenant_id),
+            "event_id": event_id,
+            "offset": offset,
+            "acted_at": _aware(acted_at),
+        }
+        await self._write(q.RECORD_CONTROL_EVENT, params, "record_control_event")
 
 
 def _topic_key(record: Any) -> tuple[str, int]:

@@ -1,5 +1,5 @@
 """The projection ledger's Cypher statements: checkpoints, rebuild markers,
-erasure tombstones and applied event ids. Parameters only, as in cypher.py.
+erasure tombstones, applied event ids and acted-on control events. Parameters only, as in cypher.py.
 
 A checkpoint node exists from the first unit of work or marker write on its
 partition (its write lock is what serialises units of work), but holds a
@@ -134,4 +134,19 @@ MATCH (a:AppliedEvent) WHERE a.applied_at < $older_than
 WITH a LIMIT $batch
 DELETE a
 RETURN count(*) AS deleted
+"""
+
+#: Acted-on control events (DESIGN 6, "Control events act once"): a label of
+#: their own, so that neither the applied-id deletes above nor the tenant purge
+#: (which match their own labels) ever remove them. The first record of an id
+#: is kept.
+ACTED_CONTROL_EVENTS: Final = """
+UNWIND $ids AS id
+MATCH (c:ControlEvent {tenant_id: $tenant, event_id: id})
+RETURN c.event_id AS id, c.offset AS offset
+"""
+
+RECORD_CONTROL_EVENT: Final = """
+MERGE (c:ControlEvent {tenant_id: $tenant, event_id: $event_id})
+ON CREATE SET c.offset = $offset, c.acted_at = $acted_at
 """

@@ -65,6 +65,10 @@ SCHEMA: Final[dict[str, str]] = {
     "redstring_applied_tenant": (
         "CREATE INDEX redstring_applied_tenant IF NOT EXISTS FOR (a:AppliedEvent) ON (a.tenant_id)"
     ),
+    "redstring_control_key": (
+        "CREATE CONSTRAINT redstring_control_key IF NOT EXISTS "
+        "FOR (c:ControlEvent) REQUIRE (c.tenant_id, c.event_id) IS UNIQUE"
+    ),
     "redstring_applied_at": (
         "CREATE INDEX redstring_applied_at IF NOT EXISTS FOR (a:AppliedEvent) ON (a.applied_at)"
     ),

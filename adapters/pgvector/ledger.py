@@ -174,3 +174,21 @@ class LedgerOps:
         with translated("pgvector.expire_applied_events"):
             status = await self._conn.execute(self._sql.expire_applied, older_than)
         return int(status.split()[-1])
+
+    async def acted_control_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> dict[EventId, int]:
+        asked = list(dict.fromkeys(event_ids))
+        if not asked:
+            return {}
+        with translated("pgvector.acted_control_events"):
+            rows = await self._conn.fetch(self._sql.acted_control, tenant_id, asked)
+        return {EventId(r["event_id"]): int(r["acted_offset"]) for r in rows}
+
+    async def record_control_event(
+        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
+    ) -> None:
+        with translated("pgvector.record_control_event"):
+            await self._conn.execute(
+                self._sql.record_control, tenant_id, event_id, offset, acted_at
+            )

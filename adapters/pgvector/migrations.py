@@ -76,7 +76,22 @@ def _v1(s: str, dimension: int) -> list[str]:
     ]
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial tables", _v1),)
+def _v2(s: str, dimension: int) -> list[str]:
+    del dimension
+    return [
+        # Acted-on control events (DESIGN 6, "Control events act once"): apart
+        # from applied_events, so that neither forgetting, expiry nor the
+        # tenant purge removes them.
+        f"CREATE TABLE {s}.control_events ("
+        " tenant_id text NOT NULL, event_id text NOT NULL, acted_offset bigint NOT NULL,"
+        " acted_at timestamptz NOT NULL, PRIMARY KEY (tenant_id, event_id))",
+    ]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial tables", _v1),
+    Migration(2, "acted-on control events", _v2),
+)
 
 HNSW_INDEX = "vectors_embedding_hnsw"
 

@@ -247,3 +247,18 @@ class Statements:
     @property
     def expire_applied(self) -> str:
         return f"DELETE FROM {self.s}.applied_events WHERE applied_at < $1"
+
+    @property
+    def acted_control(self) -> str:
+        return (
+            f"SELECT event_id, acted_offset FROM {self.s}.control_events "
+            "WHERE tenant_id = $1 AND event_id = ANY($2::text[])"
+        )
+
+    @property
+    def record_control(self) -> str:
+        """$1 tenant, $2 event id, $3 offset, $4 time; the first record is kept."""
+        return (
+            f"INSERT INTO {self.s}.control_events (tenant_id, event_id, acted_offset, acted_at) "
+            "VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, event_id) DO NOTHING"
+        )

@@ -371,6 +371,22 @@ class PgVectorStore(ClosingContext):
             "pgvector.expire_applied_events", lambda ops: ops.expire_applied_events(older_than)
         )
 
+    async def acted_control_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> dict[EventId, int]:
+        ids = list(event_ids)
+        return await self._read(
+            "pgvector.acted_control_events", lambda ops: ops.acted_control_events(tenant_id, ids)
+        )
+
+    async def record_control_event(
+        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
+    ) -> None:
+        await self._write(
+            "pgvector.record_control_event",
+            lambda ops: ops.record_control_event(tenant_id, event_id, offset, acted_at),
+        )
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def aclose(self) -> None:

@@ -73,3 +73,20 @@ class ProjectionLedger(Protocol):
     async def expire_applied_events(self, older_than: datetime) -> int:
         """Drop applied ids recorded before ``older_than``; returns how many."""
         ...
+
+    async def acted_control_events(
+        self, tenant_id: TenantId, event_ids: Iterable[EventId]
+    ) -> dict[EventId, int]:
+        """Which of ``event_ids`` this store has acted on as control events
+        (replay requests, erasures) for the tenant, each with the offset it was
+        acted on at (DESIGN 6, "Control events act once")."""
+        ...
+
+    async def record_control_event(
+        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
+    ) -> None:
+        """Record that the control event ``event_id`` of the tenant was acted on
+        at ``offset``. Idempotent: the first record of an id is kept. Kept apart
+        from the applied-event ids: neither ``forget_applied_events``,
+        ``expire_applied_events`` nor a tenant deletion removes it."""
+        ...

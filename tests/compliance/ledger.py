@@ -332,3 +332,96 @@ class LedgerCompliance:
         dropped = await store.expire_applied_events(now - timedelta(days=7))
         assert dropped >= 1
         assert await store.applied_event_ids(tenant, [EventId("old"), EventId("new")]) == {"new"}
+
+    # -- acted-on control events (DESIGN 6, "Control events act once") -------
+
+    async def test_control_events_are_recorded_once_and_read_back(self, store: Any) -> None:
+        tenant = fresh_tenant()
+        now = datetime.now(UTC)
+        assert await store.acted_control_events(tenant, [EventId("r-1")]) == {}
+        assert await store.acted_control_events(tenant, []) == {}
+        await store.record_control_event(tenant, EventId("r-1"), 12, now)
+        await store.record_control_event(tenant, EventId("e-1"), 30, now)
+        # Recording an id again keeps the first record.
+        await store.record_control_event(tenant, EventId("r-1"), 40, now + timedelta(hours=1))
+        asked = [EventId("r-1"), EventId("e-1"), EventId("other")]
+        assert await store.acted_control_events(tenant, asked) == {"r-1": 12, "e-1": 30}
+        assert await store.acted_control_events(tenant, [EventId("r-1"), EventId("r-1")]) == {
+            "r-1": 12
+        }
+        # Not applied events: the two ledgers are apart.
+        assert await store.applied_event_ids(tenant, asked) == set()
+
+    async def test_control_events_are_per_tenant(self, store: Any) -> None:
+        a, b = fresh_tenant(), fresh_tenant()
+        await store.record_control_event(a, EventId("x"), 3, datetime.now(UTC))
+        assert await store.acted_control_events(a, [EventId("x")]) == {"x": 3}
+        assert await store.acted_control_events(b, [EventId("x")]) == {}
+        await store.record_control_event(b, EventId("x"), 9, datetime.now(UTC))
+        assert await store.acted_control_events(a, [EventId("x")]) == {"x": 3}
+        assert await store.acted_control_events(b, [EventId("x")]) == {"x": 9}
+
+    async def test_control_events_survive_forgetting_expiry_and_the_tenant_purge(
+        self, store: Any
+    ) -> None:
+        """A replay or an erasure forgets the tenant's applied ids and deletes
+        its data; neither may forget which control events were acted on."""
+        part, tenant = fresh_partition(), fresh_tenant()
+        # Far enough back that no other test's rows expire with it.
+        ancient = datetime.now(UTC) - timedelta(days=365 * 300)
+        async with store.unit_of_work(part) as uow:
+            await self.write_tenant_fact(uow, tenant)
+            await uow.record_applied_events(tenant, [EventId("a")], ancient)
+            await uow.record_control_event(tenant, EventId("r"), 4, ancient)
+            await uow.advance_checkpoint(part, 4)
+        await store.record_control_event(tenant, EventId("e"), 5, ancient)
+        await store.forget_applied_events(tenant)
+        await store.expire_applied_events(ancient + timedelta(days=1))
+        sweep = await store.delete_by_tenant(tenant)
+        assert sweep.complete and not await self.has_tenant_fact(store, tenant)
+        asked = [EventId("r"), EventId("e"), EventId("a")]
+        assert await store.acted_control_events(tenant, asked) == {"r": 4, "e": 5}
+        # The same inside a unit of work, which may defer its own writes.
+        async with store.unit_of_work(part) as uow:
+            await uow.record_control_event(tenant, EventId("u"), 6, ancient)
+            await uow.record_applied_events(tenant, [EventId("b")], ancient)
+            await uow.forget_applied_events(tenant)
+            await uow.expire_applied_events(ancient + timedelta(days=1))
+            await uow.delete_by_tenant(tenant)
+            assert await uow.acted_control_events(tenant, [*asked, EventId("u")]) == {
+                "r": 4,
+                "e": 5,
+                "u": 6,
+            }
+            await uow.advance_checkpoint(part, 6)
+        assert await store.acted_control_events(tenant, [*asked, EventId("u")]) == {
+            "r": 4,
+            "e": 5,
+            "u": 6,
+        }
+        assert await store.applied_event_ids(tenant, [EventId("a"), EventId("b")]) == set()
+
+    async def test_control_events_recorded_in_a_unit_of_work_are_seen_in_it(
+        self, store: Any
+    ) -> None:
+        part, tenant = fresh_partition(), fresh_tenant()
+        now = datetime.now(UTC)
+        async with store.unit_of_work(part) as uow:
+            assert await uow.acted_control_events(tenant, [EventId("r")]) == {}
+            await uow.record_control_event(tenant, EventId("r"), 7, now)
+            assert await uow.acted_control_events(tenant, [EventId("r")]) == {"r": 7}
+            await uow.advance_checkpoint(part, 7)
+        assert await store.acted_control_events(tenant, [EventId("r")]) == {"r": 7}
+
+    async def test_a_failed_unit_of_work_records_no_control_event(self, store: Any) -> None:
+        part, tenant = fresh_partition(), fresh_tenant()
+        now = datetime.now(UTC)
+        await store.record_control_event(tenant, EventId("kept"), 1, now)
+        with pytest.raises(Boom):
+            async with store.unit_of_work(part) as uow:
+                await uow.record_control_event(tenant, EventId("lost"), 8, now)
+                await uow.advance_checkpoint(part, 8)
+                raise Boom
+        asked = [EventId("kept"), EventId("lost")]
+        assert await store.acted_control_events(tenant, asked) == {"kept": 1}
+        assert await store.checkpoint(part) == NO_CHECKPOINT

@@ -12,19 +12,21 @@ import math
 import random
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
 import pytest_asyncio
 
 from adapters.pgvector import PgVectorStore, RetryPolicy
+from adapters.pgvector.migrations import MIGRATIONS
 from contracts.domain import EmbeddingIdentity, StreamPartition, VectorRecord
 from contracts.errors import (
     EmbeddingIdentityMismatchError,
     PermanentStoreError,
     TransientStoreError,
 )
-from contracts.ids import EntityId, TenantId
+from contracts.ids import EntityId, EventId, TenantId
 
 pytestmark = [pytest.mark.services, pytest.mark.asyncio(loop_scope="session")]
 
@@ -63,11 +65,34 @@ async def test_opening_twice_and_concurrently_migrates_once(pg_dsn: str, schema:
             identities = await conn.fetchval(f'SELECT count(*) FROM "{schema}".embedding_identity')
         finally:
             await conn.close()
-        assert [r["version"] for r in versions] == [1]
+        assert sorted(r["version"] for r in versions) == [m.version for m in MIGRATIONS]
         assert identities == 1
     finally:
         for store in stores:
             await store.aclose()
+
+
+async def test_a_schema_made_by_an_older_version_is_migrated_on_open(
+    pg_dsn: str, schema: str
+) -> None:
+    """A store opened on a schema at version 1 (before control events were
+    recorded) gets the later migrations, and keeps what it held."""
+    store = await PgVectorStore.open(pg_dsn, IDENTITY, schema=schema, max_size=2)
+    await store.record_applied_events(TenantId("t"), [EventId("a")], datetime.now(UTC))
+    await store.aclose()
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute(f'DROP TABLE "{schema}".control_events')
+        await conn.execute(f'DELETE FROM "{schema}".schema_migrations WHERE version > 1')
+    finally:
+        await conn.close()
+    store = await PgVectorStore.open(pg_dsn, IDENTITY, schema=schema, max_size=2)
+    try:
+        await store.record_control_event(TenantId("t"), EventId("r"), 3, datetime.now(UTC))
+        assert await store.acted_control_events(TenantId("t"), [EventId("r")]) == {"r": 3}
+        assert await store.applied_event_ids(TenantId("t"), [EventId("a")]) == {"a"}
+    finally:
+        await store.aclose()
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from contracts.events import DocumentExtractedEvent, Event
+from contracts.events import (
+    TENANT_ERASED,
+    TENANT_REPLAY_REQUESTED,
+    DocumentExtractedEvent,
+    Event,
+)
 from tests.scenarios.histories import LogBuilder, Rel, Scenario
 from tests.scenarios.oracle import Oracle, resolve
 
@@ -32,6 +37,7 @@ OPS = (
     + ["unmerge_chained"] * 3
     + ["replay"] * 2
     + ["erase", "poison", "retry", "retry", "gap"]
+    + ["retry_control"] * 2
 )
 
 
@@ -104,6 +110,8 @@ def histories(draw: Any, min_steps: int = 2, max_steps: int = 22) -> Scenario:
     log = LogBuilder(f"prop-{draw(_N)}-{draw(_N)}", start=draw(_START))
     oracle = Oracle(log.log_start)
     extractions: list[Event] = []
+    # Replay requests and erasures sent so far: a retry may re-send one.
+    controls: list[Event] = []
     fed = 0
     for _ in range(draw(_STEPS[(min_steps, max_steps)])):
         tenant = _pick(draw, tenants)
@@ -146,14 +154,18 @@ def histories(draw: Any, min_steps: int = 2, max_steps: int = 22) -> Scenario:
                 restore=_rels(draw, POOL, max_size=2),
                 remove=_refs(draw),
             )
-        elif op == "replay":
-            log.replay(tenant)
+        elif op == "replay" or (op == "retry_control" and not controls):
+            controls.append(log.replay(tenant))
         elif op == "erase":
-            log.erase(tenant)
+            controls.append(log.erase(tenant))
         elif op == "poison":
             log.poison(tenant if draw(_N) % 2 else None)
         elif op == "retry" and extractions:
-            log.redeliver(extractions[draw(_N) % len(extractions)])
+            sent = extractions + controls
+            log.redeliver(sent[draw(_N) % len(sent)])
+        elif op == "retry_control":
+            # A producer retry of a replay request or erasure, at once or later.
+            log.redeliver(controls[draw(_N) % len(controls)])
         elif op == "gap":
             log.gap(1 + draw(_N) % 3)
         for offset, key, event in log.records[fed:]:
@@ -198,7 +210,8 @@ def features(scenario: Scenario) -> Counter[str]:
         if outcome.kind == "erasure":
             seen["erasure"] += 1
         if outcome.kind == "duplicate":
-            seen["duplicate_event_id"] += 1
+            control = outcome.event_type in (TENANT_REPLAY_REQUESTED, TENANT_ERASED)
+            seen["duplicate_control_event" if control else "duplicate_event_id"] += 1
         if isinstance(event, DocumentExtractedEvent) and outcome.dangling:
             seen["dangling_edge"] += 1
         for state in oracle.tenants.values():

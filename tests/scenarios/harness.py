@@ -199,6 +199,9 @@ class Run:
     def failed_offsets(self) -> set[int]:
         return {f.offset for d in self.delivered for r in (d.graph, d.vector) for f in r.failed}
 
+    def replays_started(self) -> set[int]:
+        return {o for d in self.delivered for r in (d.graph, d.vector) for o in r.replays_started}
+
 
 class Consumer:
     """Reads a log held in memory, the way a Kafka consumer does: from a position
@@ -546,6 +549,12 @@ async def run_mode(
     refused = oracle_refused_offsets(records, log_start)
     unexpected = run.failed_offsets() - refused
     assert not unexpected, f"{mode}: folds reported failures the oracle does not: {unexpected}"
+    # Control events act once: a fold starts a rebuild only at a replay request
+    # the oracle acts on, never at a copy of one (the state alone cannot tell:
+    # a second rebuild re-applies the same history).
+    replays = {o.offset for o in oracle.outcomes if o.kind == "replay"}
+    started = run.replays_started()
+    assert started <= replays, f"{mode}: folds started rebuilds at {sorted(started - replays)}"
     return run, oracle
 
 

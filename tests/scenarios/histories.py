@@ -60,7 +60,8 @@ class Scenario:
     records: list[Record]
     log_start: int = 0
     #: offset -> what the pinned semantics say about the report of that record
-    #: ("collapsed", "refused"), for the report-count assertions.
+    #: ("collapsed", "refused", "control_duplicate"), for the report-count
+    #: assertions.
     marks: dict[int, str] = field(default_factory=dict)
 
     def tenants(self) -> list[str]:
@@ -189,9 +190,9 @@ class LogBuilder:
         """A record the fold only steps over (invalid value or bad signature)."""
         self._append(tenant, None)
 
-    def redeliver(self, event: Event) -> None:
+    def redeliver(self, event: Event, *, mark: str | None = None) -> None:
         """The producer retried: the same envelope (same event_id) at a later offset."""
-        self._append(str(event.tenant_id), event)
+        self._append(str(event.tenant_id), event, mark)
 
     def build(self) -> Scenario:
         return Scenario(self.name, list(self.records), self.log_start, dict(self.marks))
@@ -489,6 +490,70 @@ def redelivered_event_id() -> Scenario:
     return log.build()
 
 
+def replay_requested_twice() -> Scenario:
+    """A producer retry publishes the signed replay request twice in a row:
+    the second copy (same event id) must not delete and rebuild the tenant
+    again (DESIGN 6, "Control events act once")."""
+    log = LogBuilder("replay-twice")
+    _people(log, T1)
+    log.extract(T2, "doc-9", [("g1", "Gus", "Person")])
+    log.merge(T1, "alice", ["alicia"])
+    request = log.replay(T1)
+    log.redeliver(request, mark="control_duplicate")
+    log.extract(T1, "doc-2", [("bob", "Bob", "Person", {"age": 41})])
+    log.extract(T2, "doc-10", [("g1", "Gus", "Person", {"x": 1})])
+    return log.build()
+
+
+def replay_re_sent_later() -> Scenario:
+    """The same replay request arrives again long after it was acted on, with
+    other tenants' traffic and the tenant's own events in between."""
+    log = LogBuilder("replay-re-sent-later")
+    _people(log, T1)
+    request = log.replay(T1)
+    log.extract(T2, "doc-9", [("g1", "Gus", "Person"), ("g2", "Gail", "Person")])
+    log.merge(T1, "alice", ["alicia"])
+    log.gap(4)
+    log.extract(
+        T1,
+        "doc-2",
+        [("carol", "Carol", "Person"), ("bob", "Bob", "Person")],
+        [("carol", "bob", "KNOWS", 0.3)],
+    )
+    log.merge(T2, "g1", ["g2"])
+    log.unmerge(T1, "alice", ["alicia"])
+    log.redeliver(request, mark="control_duplicate")
+    log.extract(T1, "doc-3", [("dave", "Dave", "Person")])
+    return log.build()
+
+
+def erasure_re_sent_later() -> Scenario:
+    """A signed erasure published again later with the same event id: acting
+    on it again would erase everything the tenant wrote in between."""
+    log = LogBuilder("erasure-re-sent-later")
+    _people(log, T1)
+    _people(log, T2)
+    erasure = log.erase(T1)
+    log.extract(
+        T1,
+        "doc-5",
+        [("alice", "Alice New", "Person"), ("dan", "Dan", "Person")],
+        [("alice", "dan", "KNOWS", 0.5)],
+    )
+    log.merge(T2, "alice", ["alicia"])
+    log.extract(
+        T1,
+        "doc-6",
+        [("erin", "Erin", "Person"), ("dan", "Dan", "Person")],
+        [("erin", "dan", "KNOWS", 0.4)],
+    )
+    log.redeliver(erasure, mark="control_duplicate")  # must not erase doc-5 and doc-6
+    log.merge(T1, "dan", ["erin"])
+    log.replay(T1)  # the rebuild keeps them too: the tombstone stays where it was
+    log.extract(T1, "doc-7", [("fay", "Fay", "Person")])
+    return log.build()
+
+
 PINNED: dict[str, Callable[[], Scenario]] = {
     "merge": merge,
     "dropping_merge": dropping_merge,
@@ -503,4 +568,7 @@ PINNED: dict[str, Callable[[], Scenario]] = {
     "cycle_merge_refused": cycle_merge_refused,
     "poison_record": poison_record,
     "redelivered_event_id": redelivered_event_id,
+    "replay_requested_twice": replay_requested_twice,
+    "replay_re_sent_later": replay_re_sent_later,
+    "erasure_re_sent_later": erasure_re_sent_later,
 }

@@ -17,7 +17,11 @@ them, and reported to the lead):
 
 - A refused merge changes nothing, so its event id is not recorded as applied
   (a later redelivery of it is judged afresh).
-- A control event is never deduplicated by event id and its id is not kept.
+- Control events act once (DESIGN 6): a replay request or erasure whose event
+  id was already acted on for the tenant is a duplicate and changes nothing.
+  Those ids are kept apart from the applied ids and never forgotten, not by a
+  replay, an erasure or expiry. A control event the tombstone covers is not
+  acted on, so its id is not kept (a later copy past the tombstone acts).
 - Collapses and dangles counted per event cover DocumentExtracted step 3/4 and
   the carried ``edges_to_add``/``edges_to_restore``; re-pointing in step 4 of a
   merge is not counted (the page only says "only deleted").
@@ -95,6 +99,8 @@ class Oracle:
         self.log_start = log_start
         self.tenants: dict[str, TenantState] = {}
         self.tombstones: dict[str, int] = {}
+        #: Control-event ids acted on, per tenant; never forgotten.
+        self.acted_control: dict[str, set[str]] = {}
         self.history: list[Record] = []
         self.outcomes: list[Outcome] = []
 
@@ -127,6 +133,11 @@ class Oracle:
         kind = event.event_type
         if self._covered_by_tombstone(tenant, offset):
             return Outcome(offset, tenant, "tombstoned", kind)
+        if isinstance(event, TenantReplayRequestedEvent | TenantErasedEvent):
+            acted = self.acted_control.setdefault(tenant, set())
+            if str(event.event_id) in acted:
+                return Outcome(offset, tenant, "duplicate", kind)
+            acted.add(str(event.event_id))
         if isinstance(event, TenantReplayRequestedEvent):
             self._replay(tenant, offset)
             return Outcome(offset, tenant, "replay", kind)

@@ -7,6 +7,7 @@ import pytest
 from contracts.events import EVENT_TYPES, TENANT_REPLAY_REQUESTED
 from tests.scenarios.harness import (
     MODES,
+    PARTITION,
     once,
     run_mode,
     to_log,
@@ -87,7 +88,7 @@ def test_every_event_type_is_emitted_by_a_pinned_scenario() -> None:
 
 def test_the_gate_is_not_vacuous() -> None:
     assert len(EVENT_TYPES) >= 5
-    assert len(PINNED) >= 13
+    assert len(PINNED) >= 16
 
 
 def test_every_pinned_scenario_has_a_poison_free_oracle_run() -> None:
@@ -148,6 +149,35 @@ async def test_redelivered_event_ids_are_skipped_not_applied() -> None:
         (delivered,) = _reports_for(run, offset)
         assert (delivered.graph.applied, delivered.graph.skipped) == (0, 1)
         assert (delivered.vector.applied, delivered.vector.skipped) == (0, 1)
+
+
+CONTROL_COPIES = ["replay_requested_twice", "replay_re_sent_later", "erasure_re_sent_later"]
+
+
+@pytest.mark.parametrize("name", CONTROL_COPIES)
+async def test_a_control_event_sent_again_is_skipped_not_acted_on(name: str) -> None:
+    """DESIGN 6: a copy of a replay request or erasure the partition has
+    already acted on is counted skipped in both stores; no rebuild starts at it
+    and each acted-on request starts exactly one."""
+    scenario = PINNED[name]()
+    copies = {o for o, mark in scenario.marks.items() if mark == "control_duplicate"}
+    oracle = Oracle(scenario.log_start).feed_all(scenario.records)
+    duplicates = {o.offset for o in oracle.outcomes if o.kind == "duplicate"}
+    assert copies and copies == duplicates
+    replays = [o.offset for o in oracle.outcomes if o.kind == "replay"]
+    run = await once(to_log(scenario.records), scenario.log_start, 0)
+    for offset in copies:
+        deliveries = _reports_for(run, offset)
+        assert deliveries
+        for delivered in deliveries:
+            for report in (delivered.graph, delivered.vector):
+                assert (report.applied, report.skipped) == (0, 1)
+                assert report.replays_started == []
+    for side in ("graph", "vector"):
+        started = [o for d in run.delivered for o in getattr(d, side).replays_started]
+        assert started == replays, side
+    assert await run.stores.graph.rebuild_markers(PARTITION) == []
+    assert await run.stores.vector.rebuild_markers(PARTITION) == []
 
 
 async def test_poison_records_are_stepped_over() -> None:

@@ -39,6 +39,7 @@ _CLEANUP = [
     "MATCH (n:AppliedEvent) WHERE n.tenant_id STARTS WITH $prefix DELETE n",
     "MATCH (n:RebuildMarker) WHERE n.tenant_id STARTS WITH $prefix DELETE n",
     "MATCH (n:ErasureTombstone) WHERE n.tenant_id STARTS WITH $prefix DELETE n",
+    "MATCH (n:ControlEvent) WHERE n.tenant_id STARTS WITH $prefix DELETE n",
     "MATCH (n:Checkpoint) WHERE n.topic STARTS WITH $prefix DELETE n",
 ]
 

@@ -43,6 +43,7 @@ _NEO4J_CLEANUP = [
     "CALL (n) { DELETE n } IN TRANSACTIONS OF 5000 ROWS",
     "MATCH (n:RebuildMarker) WHERE n.tenant_id STARTS WITH $tenants DELETE n",
     "MATCH (n:ErasureTombstone) WHERE n.tenant_id STARTS WITH $tenants DELETE n",
+    "MATCH (n:ControlEvent) WHERE n.tenant_id STARTS WITH $tenants DELETE n",
     "MATCH (n:Checkpoint) WHERE n.topic STARTS WITH $topics DELETE n",
 ]
 

@@ -158,6 +158,15 @@ class WorkerLoop:
             ):
                 health.stalled.pop(partition, None)
                 self._heard[partition] = now
+                if end is not None:
+                    # Caught up, maybe by another worker (a zombie's late batch)
+                    # while this one was handed nothing: commit the stores'
+                    # position, or the group's offset would lag forever.
+                    await self.consumer.commit({partition: position})
+                continue
+            if partition not in self.consumer.assigned():
+                # Revoked during the awaits above: not this worker's to report
+                # (nothing here would clear it once it is someone else's).
                 continue
             reason = (
                 f"handed no record for {self.stall_after:g}s while the stores need offsets "

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import faust
+from aiokafka.errors import IllegalStateError
 from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -69,7 +70,12 @@ class FaustConsumer:
         # to its committed offset. What Faust still gets wrong (records fetched
         # before the seek delivered after it, re-fetched ones dropped) the loop
         # notices and asks again (streams.loop).
-        await self.app.consumer.seek(self._tp(partition), offset)
+        try:
+            await self.app.consumer.seek(self._tp(partition), offset)
+        except IllegalStateError:
+            # Revoked between the loop's check and the consumer thread's seek:
+            # the new owner seeks to the stores' position itself.
+            log.info("seek of a partition no longer held", extra={"partition": partition})
 
     def pause(self, partition: int) -> None:
         self.app.consumer.pause_partitions([self._tp(partition)])

@@ -87,7 +87,7 @@ async def _cleanup(env: dict[str, str]) -> None:
 
 async def wipe_neo4j(env: dict[str, str], tenants: str, topics: str) -> None:
     """Delete every node of the tenants and topics with these prefixes: tenant
-    data, applied ids, markers, tombstones and checkpoints."""
+    data, applied ids, acted-on control events, markers, tombstones and checkpoints."""
     from neo4j import AsyncGraphDatabase
 
     auth = (env.get("REDSTRING_NEO4J_USER", "neo4j"), env.get("REDSTRING_NEO4J_PASSWORD", ""))

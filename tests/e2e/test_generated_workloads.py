@@ -1,0 +1,260 @@
+"""Generated many-tenant workloads (tests/workloads.py) through a real 3-partition
+topic, one real worker and both real stores (issue 14).
+
+Each case publishes a seeded workload of a few hundred tenants (extractions,
+chains of merges, refused cycle merges, unmerges, signed replay requests in
+the middle of histories, erasures, poison values of every kind, producer
+retries), with every record once or every record twice in a row:
+
+- backlog: everything is published with a plain producer (keyed by tenant),
+  then one worker is started, as in the issue's report;
+- live: a worker runs while the records are published in paced chunks; half
+  way it is killed with SIGKILL and started again, and publishing goes on.
+
+Then both stores' positions must reach the log end on every partition (a
+stall, or no movement for a while, fails with the lag, the stores' positions
+and /readyz), every tenant must hold what the oracle says (read the way
+``redstring export`` reads a tenant), and every poison record and refused merge
+must be in the dead-letter topic.
+
+Sizes: REDSTRING_WORKLOAD_TENANTS (default 200), REDSTRING_WORKLOAD_SEED
+(default 14), REDSTRING_WORKLOAD_WITHIN (seconds to catch up, default 150).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from contracts.ids import EntityId, TenantId
+from projections.snapshot import snapshot
+from streams.dlq import read_letters
+from streams.kafka_producer import AsyncProducer
+from streams.projected import tenant_universe
+from streams.settings import Settings
+from streams.stores import Stores
+from tests.e2e.conftest import CONTROL_KEY, Deployment
+from tests.e2e.flow import progress, wait_for_progress
+from tests.e2e.workers import WorkerProcess, high_watermarks, store_positions
+from tests.scenarios.harness import describe_difference, universe
+from tests.workloads import Workload, WorkloadRecord, workload_from_seed
+
+pytestmark = pytest.mark.services
+
+TENANTS = int(os.environ.get("REDSTRING_WORKLOAD_TENANTS", "200"))
+SEED = int(os.environ.get("REDSTRING_WORKLOAD_SEED", "14"))
+WITHIN = float(os.environ.get("REDSTRING_WORKLOAD_WITHIN", "150"))
+#: A partition behind its log end whose position moves in neither store for
+#: this long has stalled.
+STALL = 45.0
+CASES = [
+    ("backlog", "none"),
+    ("backlog", "twice"),
+    ("live", "none"),
+    ("live", "twice"),
+]
+
+
+async def _publish(settings: Settings, records: Sequence[WorkloadRecord]) -> list[tuple[int, int]]:
+    """Send the records' exact keys and values in order; their positions."""
+    producer = AsyncProducer(settings)
+    try:
+        futures = [producer.send(settings.topic, r.key, r.value, []) for r in records]
+        return [(p.partition, p.offset) for p in await asyncio.gather(*futures)]
+    finally:
+        await asyncio.to_thread(producer.close)
+
+
+async def _publish_paced(
+    settings: Settings, records: Sequence[WorkloadRecord], worker: WorkerProcess
+) -> list[tuple[int, int]]:
+    """In chunks, a pause apart, so that the worker consumes while records arrive."""
+    positions: list[tuple[int, int]] = []
+    for start in range(0, len(records), 60):
+        positions.extend(await _publish(settings, records[start : start + 60]))
+        worker.assert_alive()
+        await asyncio.sleep(0.2)  # pacing only: nothing waits on this
+    return positions
+
+
+def _readyz(worker: WorkerProcess) -> str:
+    try:
+        status, body = worker.get("/readyz", timeout=5.0)
+    except OSError as exc:
+        return f"no answer ({exc!r})"
+    return f"{status} {body.decode(errors='replace')[:300]}"
+
+
+async def _projected(
+    deployment: Deployment, stores: Stores, workload: Workload, worker: WorkerProcess
+) -> dict[str, dict[int, int]]:
+    """Wait until both stores need nothing below the log end of any partition.
+    Fails after WITHIN seconds, or as soon as a partition behind its log end
+    has not moved in either store for STALL seconds, with the lag, the
+    positions and what /readyz says."""
+    ends = workload.log_ends()
+    settings = deployment.settings
+    started = time.monotonic()
+    moved = dict.fromkeys(ends, started)
+    last: dict[int, tuple[int, int]] = {}
+    while True:
+        positions = await store_positions(
+            stores, settings.topic, deployment.topic_id, deployment.partitions
+        )
+        now = time.monotonic()
+        behind = {}
+        for p, end in ends.items():
+            here = (positions["graph"][p], positions["vector"][p])
+            if here != last.get(p):
+                last[p], moved[p] = here, now
+            if min(here) < end:
+                behind[p] = end - min(here)
+        if not behind:
+            return positions
+        worker.assert_alive()
+        stalled = {p: round(now - moved[p]) for p in behind if now - moved[p] > STALL}
+        if stalled or now - started > WITHIN:
+            what = (
+                f"stalled: partitions {stalled} (seconds) behind the log end and not moving"
+                if stalled
+                else f"not caught up within {WITHIN:.0f}s"
+            )
+            raise AssertionError(
+                f"{what}; lag per partition {behind} (log ends {ends}); next needed offsets "
+                f"graph {positions['graph']} vector {positions['vector']}; "
+                f"/readyz {_readyz(worker)}; worker log {worker.log_path}:\n{worker.tail(25)}"
+            )
+        await asyncio.sleep(0.25)  # polling interval
+
+
+async def _state(stores: Stores, tenant: str, mentioned: set[str]) -> dict[str, Any]:
+    """What both stores hold for the tenant: ``redstring export``'s reading
+    (every id the graph knows for it), widened by every id its events name."""
+    tid = TenantId(tenant)
+    ids = await tenant_universe(stores.graph, tid) | {EntityId(i) for i in mentioned}
+    return await snapshot(stores.graph, stores.vector, tid, ids)
+
+
+async def _wrong_tenants(stores: Stores, workload: Workload) -> list[str]:
+    expected = workload.expected_states()
+    mentioned: dict[str, set[str]] = {}
+    for records in workload.partition_logs().values():
+        mentioned.update(universe(records))
+    gate = asyncio.Semaphore(6)
+
+    async def one(tenant: str) -> tuple[str, dict[str, Any]]:
+        async with gate:
+            return tenant, await _state(stores, tenant, mentioned.get(tenant, set()))
+
+    actual = dict(await asyncio.gather(*(one(t) for t in workload.tenants)))
+    wrong = sorted(t for t in workload.tenants if actual[t] != expected[t])
+    if not wrong:
+        return []
+    empty = [t for t in wrong if not actual[t]["entities"] and not actual[t]["visible_vectors"]]
+    by_partition: dict[int, list[str]] = {}
+    for tenant in wrong:
+        partition = next(r.partition for r in workload.records if r.tenant == tenant)
+        by_partition.setdefault(partition, []).append(tenant)
+    details = describe_difference(
+        "workload", {t: expected[t] for t in wrong[:4]}, {t: actual[t] for t in wrong[:4]}
+    )
+    return [
+        f"{len(wrong)} of {len(workload.tenants)} tenants differ from the oracle "
+        f"({len(empty)} of them hold nothing at all); per partition: "
+        + "; ".join(f"{p}: {', '.join(ts)}" for p, ts in sorted(by_partition.items())),
+        details,
+    ]
+
+
+def _dead_letter_problems(settings: Settings, workload: Workload) -> list[str]:
+    wanted = workload.dead_letters()
+    letters = read_letters(settings)
+    seen = {(letter.source_partition, letter.source_offset) for letter in letters}
+    missing = {where: why for where, why in wanted.items() if where not in seen}
+    extra = sorted(
+        (letter.source_partition, letter.source_offset, letter.reason)
+        for letter in letters
+        if (letter.source_partition, letter.source_offset) not in wanted
+    )
+    problems = []
+    if missing:
+        problems.append(
+            f"{len(missing)} of {len(wanted)} records never dead-lettered: "
+            f"{sorted(missing.items())[:10]}"
+        )
+    if extra:
+        problems.append(f"{len(extra)} dead letters the oracle does not expect: {extra[:10]}")
+    return problems
+
+
+@pytest.mark.parametrize(("mode", "duplication"), CASES, ids=[f"{m}-{d}" for m, d in CASES])
+async def test_generated_workload(
+    mode: str, duplication: str, deployment: Deployment, stores: Stores
+) -> None:
+    workload = workload_from_seed(
+        SEED,
+        tenants=TENANTS,
+        namespace=deployment.tenant_prefix,
+        partitions=deployment.partitions,
+        min_steps=4,
+        max_steps=7,
+        duplication=duplication,
+        rare_one_in=8,
+        control_key=CONTROL_KEY.encode(),
+    )
+    print(f"\n{mode}: {workload.summary()}")
+    shapes = workload.features()
+    thin = [
+        name
+        for name in ("refused_cycle_merge", "replay_mid_history", "chain_of_3_merges", "retry")
+        if shapes[name] < 3
+    ]
+    assert not thin and shapes["tenants_sharing_a_partition"] == deployment.partitions, (
+        f"the seed {SEED} workload lacks {thin}: {dict(shapes)}"
+    )
+    settings = deployment.settings
+    started = time.monotonic()
+    worker = deployment.worker("w1")
+    if mode == "backlog":
+        positions = await _publish(settings, workload.records)
+        worker.start()
+    else:
+        worker.start()
+        await asyncio.to_thread(worker.wait_ready)
+        half = len(workload.records) // 2
+        positions = await _publish_paced(settings, workload.records[:half], worker)
+        # Kill -9 once the worker has projected part of what arrived.
+        await wait_for_progress(
+            stores,
+            settings,
+            deployment.topic_id,
+            deployment.partitions,
+            half // 4,
+            worker=worker,
+            within=WITHIN,
+        )
+        killed_at = await progress(stores, settings, deployment.topic_id, deployment.partitions)
+        worker.kill9()
+        worker.start()
+        print(f"killed -9 with {killed_at} records projected, restarted")
+        positions += await _publish_paced(settings, workload.records[half:], worker)
+    assert positions == workload.positions(), (
+        "the records did not land where the workload's partitioner and offsets say"
+    )
+    assert high_watermarks(settings, deployment.partitions) == workload.log_ends()
+
+    final = await _projected(deployment, stores, workload, worker)
+    caught_up = time.monotonic()
+    problems = await _wrong_tenants(stores, workload)
+    problems += await asyncio.to_thread(_dead_letter_problems, settings, workload)
+    print(
+        f"{mode}-{duplication}: caught up {caught_up - started:.1f}s after the first record "
+        f"was sent, at {final['graph']}; judged in {time.monotonic() - caught_up:.1f}s; "
+        f"/readyz {_readyz(worker)}"
+    )
+    assert not problems, "\n".join(problems)

@@ -270,59 +270,61 @@ class Projector:
             self.metrics.dead_lettered.inc(len(letters))
             self._lettered[partition] = max(letter.offset for letter in letters)
 
+        applied = 0
+        after: int | None = None
         if log_records:
             started = time.monotonic()
             log_start = await self._log_start(partition) if self._log_start else 0
-            # The stores are independent (each fold writes its own, under its
-            # own checkpoint): apply the batch to both at once, so that the
-            # worker waits for the slower store rather than for the sum of
-            # the two (measured by bench/e2e.py; docs/performance.md).
-            reports = list(
-                await asyncio.gather(
-                    *(
-                        self._retry(
-                            partition,
-                            partial(
-                                fold.apply, part, log_records, log_start=log_start, read_from=needed
-                            ),
+            pending, read_from = log_records, needed
+            # Each pass applies what is left of the batch; a pass that meets a
+            # refusal dead-letters it, skips it, and the next pass applies the
+            # records after it, which are in hand: no round trip to Kafka.
+            for _ in range(len(log_records) + 1):
+                reports = await self._apply(partition, pending, read_from, log_start)
+                applied += max(r.applied for r in reports)
+                if any(report.failed for report in reports):
+                    # Read now if not before: a store stops before an event it
+                    # refuses, so the lowest checkpoint is below every refusal of
+                    # this batch whether it is read before the batch or after.
+                    await judged_through()
+                await self._report(partition, reports, fresh, -1 if judged is None else judged)
+                # A fold stops before an event its store refuses; only now that the
+                # dead letter is written may the store move past it. A crash before
+                # this point refuses the event again (a duplicate letter, never a
+                # lost one).
+                for fold, report in zip(self.folds, reports, strict=True):
+                    for failure in report.failed:
+                        await self._retry(
+                            partition, partial(fold.skip_refused, part, failure.offset)
                         )
-                        for fold in self.folds
-                    )
-                )
-            )
+                halted = next((r.halted for r in reports if r.halted is not None), None)
+                if halted is not None:
+                    pause = f"the store is corrupt and needs an operator: {halted}"
+                    break
+                if not any(report.failed for report in reports):
+                    # Each fold reports the position its last unit of work left.
+                    after = min(report.next_needed_offset for report in reports)
+                    self._needed[partition] = after
+                    break
+                after = await self.next_needed(partition)  # skip_refused moved the stores
+                if any(report.replays_started for report in reports):
+                    break  # a rebuild window opened: the consumer seeks back
+                # The batch is a run from the stores' position (any offset it
+                # lacks holds no record), so what is left of it continues theirs.
+                pending = [record for record in pending if record.offset >= after]
+                if not pending:
+                    break
+                read_from = after
             self.metrics.batch_latency.observe(time.monotonic() - started)
             self.metrics.batch_size.observe(len(log_records))
-            if any(report.failed for report in reports):
-                # Read now if not before: a store stops before an event it
-                # refuses, so the lowest checkpoint is below every refusal of
-                # this batch whether it is read before the batch or after.
-                await judged_through()
-            await self._report(partition, reports, fresh, -1 if judged is None else judged)
-            # A fold stops before an event its store refuses; only now that the
-            # dead letter is written may the store move past it. A crash before
-            # this point refuses the event again (a duplicate letter, never a
-            # lost one).
-            for fold, report in zip(self.folds, reports, strict=True):
-                for failure in report.failed:
-                    await self._retry(partition, partial(fold.skip_refused, part, failure.offset))
-            halted = next((r.halted for r in reports if r.halted is not None), None)
-            if halted is not None:
-                pause = f"the store is corrupt and needs an operator: {halted}"
-            applied = max(r.applied for r in reports)
-        else:
-            applied = 0
 
         if pause is not None:
             self.health.paused[partition] = pause
             log.error("pausing partition", extra={"partition": partition, "reason": pause})
             return Decision(pause=pause, applied=applied)
 
-        if not reports or any(report.failed for report in reports):
-            after = await self.next_needed(partition)  # skip_refused moved the stores
-        else:
-            # Each fold reports the position its last unit of work left.
-            after = min(report.next_needed_offset for report in reports)
-            self._needed[partition] = after
+        if after is None:
+            after = await self.next_needed(partition)
         last = log_records[-1].offset
         if after <= last:
             # A store asked for an earlier offset (a rebuild window opened, or
@@ -335,6 +337,28 @@ class Projector:
             self.metrics.seeks.labels(reason="hole" if hole is not None else "replay").inc()
             return Decision(seek=after, applied=applied)
         return Decision(commit=after, applied=applied)
+
+    async def _apply(
+        self, partition: int, records: Sequence[LogRecord], read_from: int, log_start: int
+    ) -> list[FoldReport]:
+        """Both folds over the same records. The stores are independent (each
+        fold writes its own, under its own checkpoint): apply to both at once,
+        so that the worker waits for the slower store rather than for the sum
+        of the two (measured by bench/e2e.py; docs/performance.md)."""
+        part = self.stream_partition(partition)
+        return list(
+            await asyncio.gather(
+                *(
+                    self._retry(
+                        partition,
+                        partial(
+                            fold.apply, part, records, log_start=log_start, read_from=read_from
+                        ),
+                    )
+                    for fold in self.folds
+                )
+            )
+        )
 
     async def _contiguous(
         self, partition: int, records: Sequence[RawRecord], start: int

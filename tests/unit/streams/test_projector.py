@@ -234,9 +234,39 @@ async def test_a_refused_event_is_not_skipped_before_its_dead_letter_is_written(
     assert await restarted.next_needed(0) == 2
     decision = await restarted.handle(0, batch[2:])
     assert [letter.offset for letter in sink.letters] == [2]
-    assert decision.seek == 3  # the records after it are read again and applied
-    assert (await restarted.handle(0, batch[3:])).commit == 4
+    # The records after it are in hand: applied without reading them again.
+    assert decision.commit == 4
     assert await graph.get_entity(TenantId("a"), EntityId("z")) is not None
+    assert await vector.get(TenantId("a"), EntityId("z")) is not None
+
+
+async def test_refusals_in_one_batch_are_each_dead_lettered_and_the_rest_applied(
+    stores: Any,
+) -> None:
+    """Every refused merge of a batch is dead-lettered and skipped, and the
+    records between and after them are applied in the same call: a refusal
+    costs no round trip to Kafka (issue 14: a backlog with many refusals seeked
+    back once per refusal)."""
+    graph, vector = stores
+    sink = ListSink()
+    p = projector(graph, vector, sink)
+    merge = make_event("EntitiesMerged", "a", {"canonical_id": "x", "absorbed_ids": ["y"]})
+    cycle = make_event("EntitiesMerged", "a", {"canonical_id": "y", "absorbed_ids": ["x"]})
+    again = make_event("EntitiesMerged", "a", {"canonical_id": "y", "absorbed_ids": ["x"]})
+    batch = [
+        raw(0, doc("a", "x", "y")),
+        raw(1, merge),
+        raw(2, cycle),
+        raw(3, doc("a", "u")),
+        raw(4, again),
+        raw(5, doc("a", "v")),
+    ]
+    decision = await p.handle(0, batch)
+    assert decision.commit == 6 and decision.seek is None
+    assert [letter.offset for letter in sink.letters] == [2, 4]
+    for entity in ("u", "v"):
+        assert await graph.get_entity(TenantId("a"), EntityId(entity)) is not None
+        assert await vector.get(TenantId("a"), EntityId(entity)) is not None
 
 
 async def test_records_read_again_after_a_refusal_are_not_dead_lettered_twice(
@@ -249,8 +279,9 @@ async def test_records_read_again_after_a_refusal_are_not_dead_lettered_twice(
     cycle = make_event("EntitiesMerged", "a", {"canonical_id": "y", "absorbed_ids": ["x"]})
     poison = RawRecord(3, b"a", b"not json")
     batch = [raw(0, doc("a", "x", "y")), raw(1, merge), raw(2, cycle), poison]
-    assert (await p.handle(0, batch)).seek == 3
-    assert (await p.handle(0, batch[3:])).commit == 4
+    assert (await p.handle(0, batch)).commit == 4
+    # Delivered again (a seek back, a restart): nothing is dead-lettered twice.
+    assert (await p.handle(0, batch)).commit == 4
     assert sorted(letter.offset for letter in sink.letters) == [2, 3]
 
 

@@ -47,5 +47,49 @@ def check_id_text(value: str, what: str) -> str:
     return value
 
 
+#: What an id in an *event* (docs/events.md) may not contain: every
+#: character that renders as nothing or reorders text, so that two ids that
+#: look the same are the same. That is the categories Cc (controls, C1
+#: included), Cf (format: zero-width characters, bidi embeddings, overrides
+#: and isolates, soft hyphen, BOM, tags), Cs (lone surrogates), Zl and Zp
+#: (line and paragraph separators), and the Default_Ignorable_Code_Point
+#: property (Hangul fillers, combining grapheme joiner, variation selectors,
+#: and the code points Unicode reserves as ignorable). Written out rather than
+#: computed, so importing costs nothing; tests/unit/test_event_parsing.py
+#: recomputes it from unicodedata and fails when Python's Unicode database
+#: adds a character to one of them.
+INVISIBLE_ID_CHARACTER = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\xad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891"
+    r"\u08e2\u115f-\u1160\u17b4-\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e"
+    r"\u2060-\u206f\u3164\ud800-\udfff\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb"
+    r"\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
+    r"\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
+
+def check_event_id_text(value: str, what: str) -> str:
+    """The ids an event carries (entity, document, edge endpoint, canonical,
+    absorbed and restored ids): :func:`check_id_text`, and no invisible
+    character (:data:`INVISIBLE_ID_CHARACTER`) and no whitespace at either
+    end, so that ``acme`` and ``acme\\u200b`` or ``acme `` are never two
+    entities that look like one. Stricter than the domain values, which keep
+    accepting what the stores already hold."""
+    check_id_text(value, what)
+    # Printable ASCII holds none of them: most ids end here, in two C scans.
+    if value.isascii() and value.isprintable():
+        if value[0] == " " or value[-1] == " ":
+            raise ValueError(f"{what} starts or ends with whitespace")
+        return value
+    found = INVISIBLE_ID_CHARACTER.search(value)
+    if found:
+        raise ValueError(
+            f"{what} contains the invisible or format character "
+            f"U+{ord(found.group()):04X}; ids must be visible text"
+        )
+    if value[0].isspace() or value[-1].isspace():
+        raise ValueError(f"{what} starts or ends with whitespace")
+    return value
+
+
 def entity_id(value: str) -> EntityId:
     return EntityId(check_id_text(value, "entity id"))

@@ -49,5 +49,9 @@ def verify(event: Event, key: bytes | None) -> None:
         )
     if event.signature is None:
         raise SignatureError(f"{event.event_type} is unsigned; control events must be signed")
-    if not hmac.compare_digest(event.signature, _digest(event, key)):
+    # Bytes, not str: compare_digest raises TypeError on a non-ASCII str (the
+    # contract only admits 64 hex digits, but a bad signature is refused here,
+    # whatever it holds, never raised past the caller).
+    given = event.signature.encode("utf-8", "surrogatepass")
+    if not hmac.compare_digest(given, _digest(event, key).encode("ascii")):
         raise SignatureError(f"{event.event_type} has a bad signature")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,15 +65,30 @@ class DryRun:
 
 
 async def fold_lines(
-    lines: list[bytes], *, control_key: bytes | None, trust_unsigned: bool, batch_size: int
+    lines: Sequence[bytes | None],
+    *,
+    control_key: bytes | None,
+    trust_unsigned: bool,
+    batch_size: int,
+    keys: Sequence[bytes | None] | None = None,
 ) -> DryRun:
+    """Fold ``lines`` (Kafka values, in log order) into fresh in-memory stores.
+    ``keys``: the records' Kafka keys, checked as the workers check them; a
+    file of envelopes has none, and each envelope's tenant stands for its key."""
+    if keys is not None and len(keys) != len(lines):
+        raise ValueError(f"{len(keys)} keys for {len(lines)} values")
     log: list[LogRecord] = []
     dead: list[tuple[int, str]] = []
     universe: dict[TenantId, set[EntityId]] = {}
     for offset, line in enumerate(lines):
         try:
             decoded = decode(
-                offset, None, line, control_key, trust_unsigned=trust_unsigned, keyless=True
+                offset,
+                None if keys is None else keys[offset],
+                line,
+                control_key,
+                trust_unsigned=trust_unsigned,
+                keyless=keys is None,
             )
         except SchemaVersionTooNewError as exc:
             raise click.ClickException(f"line {offset + 1}: {exc}") from None

@@ -1,12 +1,15 @@
 """``parse_event`` lets pydantic parse the JSON (``validate_json``) and falls
-back to the reference path (``json.loads``, then ``parse_event_dict``) whenever
-that fails or could differ. These tests hold the two together: on any value,
-the same event (the same types: 1 is not 1.0, -0.0 is not 0.0) or the same
-error, with the same message."""
+back to the reference path (the JSON grammar, ``json.loads`` refusing repeated
+members, then ``parse_event_dict``) whenever that fails or a member may
+repeat. These tests hold the two together: on any value, the same event (the
+same types: 1 is not 1.0, -0.0 is not 0.0) or the same error, with the same
+message. What the contract refuses is pinned in tests/unit/test_events.py and
+the hostile corpus (tests/data/hostile)."""
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +24,26 @@ from contracts.events import (
     MAX_EVENT_BYTES,
     Event,
     parse_event,
-    parse_event_dict,
 )
-from contracts.ids import FORBIDDEN_ID_CHARACTER, check_id_text
+from contracts.ids import (
+    FORBIDDEN_ID_CHARACTER,
+    INVISIBLE_ID_CHARACTER,
+    check_event_id_text,
+    check_id_text,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "quickstart.jsonl"
 
 
 def reference_parse(value: bytes | str) -> Event:
-    """``parse_event`` as it was before ``validate_json``: the behaviour to keep."""
+    """``parse_event`` without its fast path: the size and NUL checks, then
+    the reference path for every value."""
     raw = value.encode("utf-8") if isinstance(value, str) else value
     if len(raw) > MAX_EVENT_BYTES:
         raise InvalidEventError(f"value is {len(raw)} bytes; the limit is {MAX_EVENT_BYTES}")
     if b"\x00" in raw or b"\\u0000" in raw:
         raise InvalidEventError("value contains a NUL byte")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InvalidEventError("value is not UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise InvalidEventError(f"value is not JSON: {exc.msg} at position {exc.pos}") from None
-    return parse_event_dict(data)
+    return events._parse_event_reference(raw)
 
 
 def outcome(parse: Any, raw: bytes) -> tuple[object, ...]:
@@ -318,18 +320,17 @@ def test_parse_event_agrees_with_the_reference_path(raw: bytes) -> None:
 @pytest.mark.parametrize(
     "raw",
     [
-        # An integer beyond float64 becomes an infinity in JSON mode, but is a
-        # float error after json.loads: refused, as it always was.
+        # An integer beyond float64 becomes an infinity in JSON mode, and is
+        # too long for the reference path: refused by both.
         document(ENTITY % f"[{FLOAT_OVERFLOW}]"),
         document(ENTITY % f"[0.5, -{FLOAT_OVERFLOW}]"),
         document(ENTITY % ("[1" + "0" * 400 + "]")),
-        # Non-finite embeddings were accepted (the vector fold refuses them):
-        # still accepted, with the same values.
+        # Non-finite or beyond float32: refused by both.
         document(ENTITY % "[NaN]"),
         document(ENTITY % "[Infinity, -Infinity]"),
         document(ENTITY % "[1e400]"),
-        # Finite components whose sum overflows: accepted either way.
-        document(ENTITY % "[1.7976931348623157e308, 1.7976931348623157e308]"),
+        document(ENTITY % "[1e39, -3.4028234663852886e38]"),
+        document(ENTITY % "[3.4028234663852886e38, -3.4028234663852886e38, 1e-50]"),
         # Numbers keep their kinds and values.
         document(ENTITY % "[-0, -0.0, 1, 1e23, 12345678901234567890123, 4.9e-324, 1e-400]"),
         document('{"id": "a", "name": "A", "type": "T", "properties": {}}'),
@@ -341,11 +342,18 @@ def test_parse_event_agrees_with_the_reference_path(raw: bytes) -> None:
         document('{"id": "a", "name": "A", "type": "T", "properties": {"i": 9223372036854775808}}'),
         document('{"id": "a", "name": "A", "type": "T", "properties": {"l": [1, 2.0]}}'),
         document('{"id": "a", "name": "A", "type": "T", "properties": {"x": NaN}}'),
-        # Duplicate members: the last one wins, in both.
+        # Duplicate members: refused by both, at any depth; a string holding
+        # a quote and a colon only costs the reference path.
         document('{"id": "a", "name": "A", "type": "T", "properties": {"a": 1, "b": 2, "a": 3}}'),
         document(tenant_id='"acme", "tenant_id": "other"'),
         document(event_type='"EntitiesMerged", "event_type": "DocumentExtracted"'),
-        # A newer schema_version pauses the partition, whatever else is wrong.
+        document(ENTITY.replace('"A"', '"A\\":"') % "[0.5]"),
+        document(ENTITY.replace('"A"', '"A\\u00e9"') % "[0.5]"),
+        document(ENTITY.replace('"A"', '"A\\u00e9", "name": "B"') % "[0.5]"),
+        document(ENTITY.replace('"A"', '"A" , "name" :"B"') % "[0.5]"),
+        document(ENTITY.replace('"A"', '"A" , "properties": {"x\\"": 1, "x\\u0022": 2}') % "[0.5]"),
+        # A newer schema_version pauses the partition only when the envelope
+        # is otherwise well formed.
         document(schema_version="2"),
         document(schema_version='1, "schema_version": 2'),
         document(schema_version="2", event_type='"Nope"'),
@@ -384,19 +392,43 @@ def test_tricky_values_parse_as_they_did(raw: bytes) -> None:
     assert_same(raw)
 
 
-def test_an_integer_beyond_float_range_in_an_embedding_is_still_refused() -> None:
+def test_an_integer_beyond_float_range_in_an_embedding_is_refused() -> None:
     kind, error, message = assert_same(document(ENTITY % f"[{FLOAT_OVERFLOW}]"))
     assert (kind, error) == ("error", InvalidEventError)
-    assert "embedding.0" in str(message)
+    assert "out of range" in str(message)
 
 
-def test_a_newer_schema_version_still_pauses_even_when_the_rest_is_invalid() -> None:
+def test_a_newer_schema_version_pauses_only_a_well_formed_envelope() -> None:
+    with pytest.raises(SchemaVersionTooNewError) as caught:
+        parse_event(document(schema_version="2", event_type='"SomethingNew"'))
+    assert caught.value.tenant_id == "acme"
     for raw in (
         document(schema_version="2", payload="[]"),
-        document(schema_version="2", event_type='"Nope"'),
+        document(schema_version="2", event_type='"no such type"'),
+        document(schema_version="2", tenant_id='"Acme"'),
+        document(schema_version="2", occurred_at="1700000000"),
+        b'{"schema_version": 99}',
     ):
-        with pytest.raises(SchemaVersionTooNewError):
+        with pytest.raises(InvalidEventError, match="no reason to pause"):
             parse_event(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        document(tenant_id='"acme", "tenant_id": "other"'),
+        document(ENTITY.replace('"A"', '"A", "name": "B"') % "[0.5]"),
+        document('{"id": "a", "name": "A", "type": "T", "properties": {"a": 1, "a": 1}}'),
+        document(ENTITY.replace('"A"', '"A\\u00e9", "name": "B"') % "[0.5]"),
+        document(ENTITY.replace('"A"', '"A" ,\n "name" :"B"') % "[0.5]"),
+        document(
+            ENTITY.replace('"name"', '"n\\u0061me"').replace('"A"', '"A", "name": "B"') % "[1]"
+        ),
+    ],
+)
+def test_a_repeated_member_is_refused_at_any_depth(raw: bytes) -> None:
+    with pytest.raises(InvalidEventError, match="duplicate key"):
+        parse_event(raw)
 
 
 def test_valid_events_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -409,7 +441,17 @@ def test_valid_events_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(events, "_parse_event_reference", refuse)
     lines = [line.encode() for line in EXAMPLES.read_text().splitlines() if line]
     embedding = json.dumps([(i - 192) / 97 for i in range(384)])
-    for raw in [*lines, document(ENTITY % embedding), document(ENTITY % "[1, -0, 1e-400]")]:
+    compact = json.dumps(json.loads(document(ENTITY % embedding)), separators=(",", ":"))
+    pretty = json.dumps(json.loads(document(ENTITY % embedding)), indent=2)
+    escaped = document(ENTITY.replace('"A"', '"A\\u00e9 \\"x\\""') % embedding)
+    for raw in [
+        *lines,
+        document(ENTITY % embedding),
+        document(ENTITY % "[1, -0, 1e-400]"),
+        compact.encode(),
+        pretty.encode(),
+        escaped,
+    ]:
         parse_event(raw)
         parse_event(raw.decode())
     with pytest.raises(AssertionError, match="reference path"):
@@ -433,6 +475,41 @@ def test_id_text_refuses_exactly_the_characters_it_refused() -> None:
         with pytest.raises(ValueError, match="contains a NUL, control character or lone surrogate"):
             check_id_text(f"id{c}x", "entity id")
     assert check_id_text("é\u00a0\u2028\ue000\U0010ffff x", "entity id")
+
+
+INVISIBLE_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+#: Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt), which
+#: unicodedata does not expose.
+DEFAULT_IGNORABLE = [
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+]  # fmt: skip
+
+
+def test_event_ids_refuse_exactly_the_invisible_characters() -> None:
+    """The written-out class is Cc, Cf, Cs, Zl, Zp and Default_Ignorable_Code_Point
+    as this Python's Unicode database has them: when an upgrade adds one, this
+    fails and the class is regenerated."""
+    ignorable = {c for low, high in DEFAULT_IGNORABLE for c in range(low, high + 1)}
+    expected = {
+        c
+        for c in range(0x110000)
+        if c in ignorable or unicodedata.category(chr(c)) in INVISIBLE_CATEGORIES
+    }
+    found = {c for c in range(0x110000) if INVISIBLE_ID_CHARACTER.search(chr(c))}
+    assert found == expected
+    # The ASCII shortcut of check_event_id_text: printable ASCII holds none.
+    assert not any(INVISIBLE_ID_CHARACTER.search(chr(c)) for c in range(0x20, 0x7F))
+    for c in sorted(expected)[::11]:
+        # C0, DEL and surrogates are refused by check_id_text already.
+        with pytest.raises(ValueError, match=f"U\\+{c:04X}|control character"):
+            check_event_id_text(f"acme{chr(c)}x", "entity id")
+    for text in (" acme", "acme ", "acme\u00a0", "\u3000acme", " "):
+        with pytest.raises(ValueError, match=r"whitespace|U\+"):
+            check_event_id_text(text, "entity id")
+    assert check_event_id_text("é a\u00a0b\ue000\U0010ffff x", "entity id")
 
 
 def test_event_text_refuses_exactly_lone_surrogates() -> None:

@@ -101,7 +101,7 @@ def test_a_valid_extraction_parses_and_round_trips() -> None:
             b'"event_id": "00000000-0000-0000-0000-000000000001", "producer": "p", '
             b'"occurred_at": "2026-11-01T09:00:00Z", "payload": {"document_id": "d", '
             b'"extraction_model": "m", "entities": [{"id": "a", "name": "\\ud800", "type": "T"}]}}',
-            "unicode",
+            "not JSON",  # an escaped lone surrogate is not Unicode text
         ),
         (b'{"pad": "' + b"x" * MAX_EVENT_BYTES + b'"}', "limit"),
         (
@@ -151,6 +151,15 @@ def test_control_events_must_carry_a_valid_signature(event_type: str) -> None:
         signing.verify(parse_event(raw(tampered)), key)
     with pytest.raises(SignatureError, match="no control key"):
         signing.verify(signed, None)
+
+
+def test_a_signature_that_is_not_ascii_is_refused_not_raised() -> None:
+    """The contract admits 64 hex digits only; verify still refuses anything
+    else rather than raise TypeError from hmac.compare_digest."""
+    signed = signing.sign(control("TenantErased"), b"secret")
+    for odd in ("é" * 64, "\udc80" * 64, ""):
+        with pytest.raises(SignatureError, match="bad signature"):
+            signing.verify(signed.model_copy(update={"signature": odd}), b"secret")
 
 
 def test_ordinary_events_need_no_signature() -> None:

@@ -1,0 +1,1 @@
+"""Checked-in test data."""

@@ -47,7 +47,8 @@ test-services: venv
 # run, a summary of what was injected at the end. A failure prints its seed and
 # the shrunk workload.
 soak: venv
-	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_SEEDS:-3000} $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges --hypothesis-show-statistics
+	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_SEEDS:-3000} REDSTRING_SIM_TENANTS=$${REDSTRING_SIM_TENANTS:-16} \
+	REDSTRING_SIM_PARTITIONS=$${REDSTRING_SIM_PARTITIONS:-3} $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges --hypothesis-show-statistics
 
 # The pipeline end to end: the local stack, a topic, a worker, a history with
 # merges and an unmerge, and what the stores answer afterwards.

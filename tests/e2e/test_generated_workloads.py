@@ -18,7 +18,9 @@ and /readyz), every tenant must hold what the oracle says (read the way
 must be in the dead-letter topic.
 
 Sizes: REDSTRING_WORKLOAD_TENANTS (default 200), REDSTRING_WORKLOAD_SEED
-(default 14), REDSTRING_WORKLOAD_WITHIN (seconds to catch up, default 150).
+(default 14), REDSTRING_WORKLOAD_WITHIN (seconds to catch up, default 150),
+REDSTRING_WORKLOAD_RARE (about one tenant in this many draws replay requests
+and cycle-closing merges, default 8).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ pytestmark = pytest.mark.services
 TENANTS = int(os.environ.get("REDSTRING_WORKLOAD_TENANTS", "200"))
 SEED = int(os.environ.get("REDSTRING_WORKLOAD_SEED", "14"))
 WITHIN = float(os.environ.get("REDSTRING_WORKLOAD_WITHIN", "150"))
+#: About one tenant in this many draws replay requests and cycle-closing merges.
+RARE = int(os.environ.get("REDSTRING_WORKLOAD_RARE", "8"))
 #: A partition behind its log end whose position moves in neither store for
 #: this long has stalled.
 STALL = 45.0
@@ -204,7 +208,7 @@ async def test_generated_workload(
         min_steps=4,
         max_steps=7,
         duplication=duplication,
-        rare_one_in=8,
+        rare_one_in=RARE,
         control_key=CONTROL_KEY.encode(),
     )
     print(f"\n{mode}: {workload.summary()}")

@@ -25,7 +25,10 @@ from tests.simulation.runner import simulate
 from tests.workloads import Workload, workload_from_seed, workloads
 
 SOAK = "REDSTRING_SIM_SEEDS" in os.environ
-SEEDS = int(os.environ.get("REDSTRING_SIM_SEEDS", "150"))
+SEEDS = int(os.environ.get("REDSTRING_SIM_SEEDS", "300"))
+#: Tenants per workload (at most) and partitions: ``make soak`` draws larger ones.
+TENANTS = int(os.environ.get("REDSTRING_SIM_TENANTS", "6"))
+PARTITIONS = int(os.environ.get("REDSTRING_SIM_PARTITIONS", "2"))
 PART = StreamPartition("events", 0, "sim-topic-id")
 
 
@@ -66,7 +69,7 @@ def test_the_worker_loop_converges_under_faults() -> None:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(
-        workload=workloads(min_tenants=1, max_tenants=6, partitions=2, max_steps=6),
+        workload=workloads(min_tenants=1, max_tenants=TENANTS, partitions=PARTITIONS, max_steps=6),
         seed=st.integers(0, 2**32 - 1),
     )
     def run(workload: Workload, seed: int) -> None:

@@ -23,6 +23,7 @@ from contracts.events import event_to_json, make_event
 from contracts.ids import TenantId
 from streams.dlq import read_letters
 from streams.kafka_producer import AsyncProducer
+from streams.partitioning import partition_for
 from streams.stores import Stores
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import Counters, Flow, progress, wait_for_progress
@@ -34,7 +35,16 @@ pytestmark = pytest.mark.services
 
 
 def _tenants(deployment: Deployment, n: int) -> list[str]:
-    return [deployment.tenant(f"t{i}") for i in range(n)]
+    """At least ``n`` tenants, and at least one on every partition: tenant names
+    are random per test, and with six of them a partition is left empty about
+    one run in eleven, so a worker holding only that partition applied nothing
+    ("w2 got no partition")."""
+    names: list[str] = []
+    covered: set[int] = set()
+    while len(names) < n or len(covered) < deployment.partitions:
+        names.append(deployment.tenant(f"t{len(names)}"))
+        covered.add(partition_for(names[-1], deployment.partitions))
+    return names
 
 
 async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: Stores) -> None:

@@ -112,3 +112,29 @@ def test_mutation_e_prefetched_record_taken_for_the_target_is_caught(
 
     monkeypatch.setattr(projector_module, "contiguous_run", from_first_record)
     first_failure()
+
+
+class _FirstAnswerOnly(dict[int, int]):
+    """A memo that keeps the first position it was told per partition."""
+
+    def __setitem__(self, partition: int, offset: int) -> None:
+        if partition not in self:
+            super().__setitem__(partition, offset)
+
+
+def test_mutation_b_remembered_position_never_corrected_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(b) The remembered position is never corrected: neither the folds'
+    reports nor a fresh read of the stores replace the first value the
+    projector learnt for a partition. The loop then seeks back to it for ever
+    (or drops what the stores need), and the partition never gets anywhere."""
+    original = projector_module.Projector.__init__
+
+    def init(self: projector_module.Projector, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._needed = _FirstAnswerOnly()
+
+    monkeypatch.setattr(projector_module.Projector, "__init__", init)
+    seed, failure = first_failure()
+    assert "no quiescence" in failure or "differs from the oracle" in failure, (seed, failure)

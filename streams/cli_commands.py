@@ -28,6 +28,7 @@ def register(main: click.Group) -> None:
     from streams.inspect_cli import dlq, export_command, status_command
     from streams.ops_cli import publish_command, topics
     from streams.replay_cli import erase_command, replay_command
+    from streams.skip_cli import skip_command
     from streams.worker_cli import worker_command
 
     main.add_command(schema)
@@ -41,6 +42,7 @@ def register(main: click.Group) -> None:
     main.add_command(demo_command)
     main.add_command(replay_command)
     main.add_command(erase_command)
+    main.add_command(skip_command)
     try:
         from devstack.cli import dev
     except ImportError:  # devstack ships with the repository, not with every install

@@ -10,6 +10,10 @@ seek of its own) is asked for again instead of being stepped over. The group's
 committed offset is only ever the stores' position. A partition whose stores
 are behind the log end and that has been handed nothing for a while is sought
 to the stores' position again, and readiness says so until records flow.
+
+A partition paused on a newer schema version waits for an upgrade, or for an
+operator to skip the record (``redstring skip``, streams.skip_cli): the
+watchdog notices the stores moved past the record and resumes the partition.
 """
 
 from __future__ import annotations
@@ -20,9 +24,18 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
+from streams.bounds import UNBOUNDED, BatchBounds, handle_bounded
 from streams.projector import Decision, Projector, RawRecord
 
 log = logging.getLogger("redstring.worker")
+
+#: How a pause on a newer schema version reads (contracts.errors.SchemaVersionTooNewError).
+SCHEMA_PAUSE = "Upgrade the workers to resume this partition"
+
+
+def is_schema_pause(reason: str) -> bool:
+    """Whether a pause came from a newer schema version (not a corrupt store)."""
+    return SCHEMA_PAUSE in reason
 
 
 class Consumer(Protocol):
@@ -40,7 +53,13 @@ class Consumer(Protocol):
         """Ask the consumer to read the partition from ``offset`` next."""
         ...
 
-    def pause(self, partition: int) -> None: ...
+    def pause(self, partition: int) -> None:
+        """Stop fetching the partition (until ``resume``)."""
+        ...
+
+    def resume(self, partition: int) -> None:
+        """Fetch the partition again after a ``pause``."""
+        ...
 
     async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
         """The high watermark of each partition (the offset the next record gets)."""
@@ -55,16 +74,25 @@ class WorkerLoop:
         *,
         stall_after: float = 15.0,
         clock: Callable[[], float] = time.monotonic,
+        bounds: BatchBounds = UNBOUNDED,
     ) -> None:
         self.projector = projector
         self.consumer = consumer
         self.stall_after = stall_after
+        # Each partition's records are handed to the projector in sub-batches
+        # within these bounds, one after the other (streams.bounds).
+        self.bounds = bounds
         self._clock = clock
         # When each partition was last handed a record (or sought): the
         # watchdog's measure of "nothing delivered for a while".
         self._heard: dict[int, float] = {}
         # Partitions with a batch in hand: the watchdog leaves them alone.
         self._in_hand: set[int] = set()
+        # Partitions paused on a newer schema version, with the stores'
+        # position when they paused: the offset of the record that paused
+        # them. Once the stores are past it (an operator skipped it), the
+        # watchdog resumes the partition.
+        self.paused_at: dict[int, int] = {}
 
     async def on_assigned(self) -> None:
         """After a rebalance: commit and seek every assigned partition to the
@@ -72,7 +100,7 @@ class WorkerLoop:
         consumer would resume from, it reads what the stores need."""
         assigned = self.consumer.assigned()
         health = self.projector.health
-        for table in (health.paused, health.stalled, health.failing):
+        for table in (health.paused, health.stalled, health.failing, self.paused_at):
             for partition in [p for p in table if p not in assigned]:
                 del table[partition]
         offsets = {p: await self.projector.next_needed(p) for p in sorted(assigned)}
@@ -97,7 +125,10 @@ class WorkerLoop:
             self._in_hand.add(partition)
         try:
             decisions = await asyncio.gather(
-                *(self.projector.handle(partition, records) for partition, records in ordered)
+                *(
+                    handle_bounded(self.projector, partition, records, self.bounds)
+                    for partition, records in ordered
+                )
             )
             for (partition, _), decision in zip(ordered, decisions, strict=True):
                 await self._act(partition, decision)
@@ -108,6 +139,10 @@ class WorkerLoop:
     async def _act(self, partition: int, decision: Decision) -> None:
         if decision.pause is not None:
             self.consumer.pause(partition)
+            if is_schema_pause(decision.pause):
+                # Asked, not remembered: the record that paused is the first
+                # one the stores still need.
+                self.paused_at[partition] = await self.projector.next_needed(partition)
         elif decision.seek is not None:
             await self._seek(partition, decision.seek)
             log.info("sought back", extra={"partition": partition, "offset": decision.seek})
@@ -133,6 +168,7 @@ class WorkerLoop:
         behind the log end has lost a seek or a delivery. Seek it to the
         stores' position again and say so, in the log and in readiness, until
         its records flow."""
+        await self.check_skipped()
         health = self.projector.health
         now = self._clock()
         quiet = [
@@ -178,6 +214,34 @@ class WorkerLoop:
                 extra={"partition": partition, "offset": position, "log_end": end},
             )
             self.projector.metrics.seeks.labels(reason="stalled").inc()
+            await self._seek(partition, position)
+
+    async def check_skipped(self) -> None:
+        """Resume each partition paused on a newer schema version whose stores
+        have moved past the record that paused it (``redstring skip``
+        dead-lettered it and advanced both stores): clear the pause, resume
+        the partition in the consumer and seek it to the stores' position.
+        Run by the watchdog on every tick, whatever the quiet time."""
+        health = self.projector.health
+        for partition, offset in sorted(self.paused_at.items()):
+            if partition not in health.paused or partition not in self.consumer.assigned():
+                del self.paused_at[partition]  # resumed, or no longer this worker's
+                continue
+            if partition in self._in_hand:
+                continue
+            position = await self.projector.next_needed(partition)
+            if position <= offset or partition not in self.paused_at:
+                continue
+            if partition not in self.consumer.assigned():
+                continue  # revoked during the await: the new owner starts unpaused
+            del self.paused_at[partition]
+            health.paused.pop(partition, None)
+            self.consumer.resume(partition)
+            log.warning(
+                "the record that paused the partition was skipped; resuming",
+                extra={"partition": partition, "offset": offset, "position": position},
+            )
+            self.projector.metrics.seeks.labels(reason="resumed").inc()
             await self._seek(partition, position)
 
     async def update_lag(self) -> None:

@@ -80,6 +80,9 @@ class FaustConsumer:
     def pause(self, partition: int) -> None:
         self.app.consumer.pause_partitions([self._tp(partition)])
 
+    def resume(self, partition: int) -> None:
+        self.app.consumer.resume_partitions([self._tp(partition)])
+
     async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
         highs = await self.app.consumer.highwaters(*(self._tp(p) for p in partitions))
         return {tp.partition: int(offset or 0) for tp, offset in highs.items()}

@@ -107,6 +107,9 @@ class SimFaustConsumer:
     def pause(self, partition: int) -> None:
         self.paused.add(partition)
 
+    def resume(self, partition: int) -> None:
+        self.paused.discard(partition)
+
     async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
         self.wire.tick_consumer("log_end")
         await asyncio.sleep(0)

@@ -4,10 +4,15 @@ consumer that behaves like Kafka and Faust)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from contracts.domain import StreamPartition
+from contracts.events import SCHEMA_VERSION, event_to_json
+from contracts.ids import EntityId, TenantId
 from streams.loop import WorkerLoop
+from streams.projector import Decision, RawRecord
 from tests.unit.streams.test_projector import ListSink, doc, projector, raw
 
 
@@ -18,6 +23,7 @@ class Recorder:
         self.commits: list[dict[int, int]] = []
         self.seeks: list[tuple[int, int]] = []
         self.paused: list[int] = []
+        self.resumed: list[int] = []
 
     def assigned(self) -> set[int]:
         return set(self.partitions)
@@ -30,6 +36,9 @@ class Recorder:
 
     def pause(self, partition: int) -> None:
         self.paused.append(partition)
+
+    def resume(self, partition: int) -> None:
+        self.resumed.append(partition)
 
     async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
         return {p: self.ends[p] for p in partitions}
@@ -96,3 +105,76 @@ async def test_a_paused_partition_is_left_alone_by_the_watchdog(stores: Any) -> 
     clock.now = 5
     await loop.check_stalls()
     assert consumer.seeks == []
+
+
+def newer(offset: int, tenant: str = "a") -> RawRecord:
+    """A well-formed envelope of a newer schema version, keyed by its tenant."""
+    future = json.loads(event_to_json(doc(tenant, "later")))
+    future["schema_version"] = SCHEMA_VERSION + 1
+    return RawRecord(offset, tenant.encode(), json.dumps(future).encode())
+
+
+async def test_a_skipped_pause_is_resumed_and_sought_to_the_stores_position(
+    stores: Any,
+) -> None:
+    """A partition paused on a newer schema version waits (the watchdog leaves
+    it alone, however long) until the stores move past the record that paused
+    it, as `redstring skip` moves them; then the watchdog clears the pause,
+    resumes the partition and seeks it to the stores' position, and the
+    records after it are applied."""
+    clock = Clock()
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0, 1}, {0: 4, 1: 0})
+    loop = WorkerLoop(p, consumer, stall_after=1, clock=clock)
+    await loop.on_assigned()
+    consumer.seeks.clear()
+    await loop.on_batch({0: [raw(0, doc("a", "x")), newer(1), raw(2, doc("a", "y"))]})
+    assert consumer.paused == [0] and loop.paused_at == {0: 1}
+    assert "schema_version" in p.health.reasons()[0]
+    for now in (5.0, 50.0):
+        clock.now = now
+        await loop.check_stalls()
+        assert consumer.resumed == [] and consumer.seeks == [] and not p.health.ready
+    # The operator's skip: both stores move past offset 1 (Fold.skip_refused).
+    part = StreamPartition("events", 0, "tid")
+    for fold in p.folds:
+        await fold.skip_refused(part, 1)
+    clock.now = 50.5  # the watchdog's next tick, not stall_after later
+    await loop.check_stalls()
+    assert consumer.resumed == [0] and consumer.seeks == [(0, 2)]
+    assert consumer.commits[-1] == {0: 2}
+    assert p.health.ready and loop.paused_at == {}
+    await loop.on_batch({0: [raw(2, doc("a", "y")), raw(3, doc("a", "z"))]})
+    graph, _vector = stores
+    for entity in ("x", "y", "z"):
+        assert await graph.get_entity(TenantId("a"), EntityId(entity)) is not None
+    assert await graph.get_entity(TenantId("a"), EntityId("later")) is None
+    assert consumer.commits[-1] == {0: 4}
+
+
+async def test_a_corrupt_store_pause_is_not_resumed_by_the_watchdog(stores: Any) -> None:
+    """Only a newer schema version's pause is recorded for resuming: a corrupt
+    store needs an operator and a restart (docs/operations.md)."""
+    clock = Clock()
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0}, {0: 3})
+    loop = WorkerLoop(p, consumer, stall_after=1, clock=clock)
+    await loop._act(0, Decision(pause="the store is corrupt and needs an operator: cycle"))
+    p.health.paused[0] = "the store is corrupt and needs an operator: cycle"
+    assert consumer.paused == [0] and loop.paused_at == {}
+    for fold in p.folds:
+        await fold.skip_refused(StreamPartition("events", 0, "tid"), 0)
+    clock.now = 5
+    await loop.check_stalls()
+    assert consumer.resumed == [] and consumer.seeks == [] and not p.health.ready
+
+
+async def test_a_pause_of_a_revoked_partition_is_forgotten(stores: Any) -> None:
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0}, {0: 1})
+    loop = WorkerLoop(p, consumer)
+    await loop.on_batch({0: [newer(0)]})
+    assert loop.paused_at == {0: 0}
+    consumer.partitions = {1}
+    await loop.on_assigned()
+    assert loop.paused_at == {} and p.health.ready

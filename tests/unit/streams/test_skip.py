@@ -1,0 +1,168 @@
+"""``redstring skip`` (streams.skip_cli) over the in-memory stores: what it
+refuses, and what a skip leaves (a dead letter, both stores past the record)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from contracts.domain import StreamPartition
+from contracts.events import SCHEMA_VERSION, event_to_json
+from projections.fold import Fold
+from streams import skip_cli
+from streams.cli import main
+from streams.projector import RawRecord
+from streams.skip_cli import FetchedRecord, SkipRefused, check_skip, skip
+from tests.unit.streams.test_projector import KEY, ListSink, doc, projector, raw
+
+PART = StreamPartition("events", 0, "tid")
+
+
+def newer_value(tenant: str = "a") -> bytes:
+    future = json.loads(event_to_json(doc(tenant, "later")))
+    future["schema_version"] = SCHEMA_VERSION + 1
+    return json.dumps(future).encode()
+
+
+async def paused_at_1(stores: Any) -> Sequence[Fold[Any]]:
+    """Folds whose stores hold offset 0 and stopped at a newer record at 1."""
+    p = projector(*stores, ListSink())
+    decision = await p.handle(0, [raw(0, doc("a", "x")), RawRecord(1, b"a", newer_value())])
+    assert decision.pause is not None
+    return p.folds
+
+
+async def test_the_paused_record_is_dead_lettered_and_both_stores_move_past_it(
+    stores: Any,
+) -> None:
+    folds = await paused_at_1(stores)
+    record = FetchedRecord(1, b"a", newer_value())
+    skippable = await check_skip(folds, PART, 1, record, KEY)
+    shown = skippable.describe()
+    assert "DocumentExtracted" in shown and "tenant a" in shown
+    assert f"schema_version {SCHEMA_VERSION + 1}" in shown
+    sink = ListSink()
+    after = await skip(folds, sink, skippable, "redstring-cli:ops")
+    assert after == [2, 2]
+    [letter] = sink.letters
+    assert (letter.partition, letter.offset, letter.key, letter.value) == (
+        0,
+        1,
+        b"a",
+        record.value,
+    )
+    assert "skipped by an operator (redstring skip, redstring-cli:ops)" in letter.reason
+    # Once is enough: the stores are past it now.
+    with pytest.raises(SkipRefused, match="both stores are past 1 already"):
+        await check_skip(folds, PART, 1, record, KEY)
+
+
+@pytest.mark.parametrize(
+    ("offset", "expected"),
+    [
+        (0, "both stores are past 0 already"),
+        (2, "graph store needs 1, vector store needs 1; refusing to skip 2"),
+        (5, "the record a paused partition waits on is the one at the stores' position, 1"),
+    ],
+)
+async def test_an_offset_other_than_the_stores_position_is_refused(
+    stores: Any, offset: int, expected: str
+) -> None:
+    folds = await paused_at_1(stores)
+    with pytest.raises(SkipRefused) as refused:
+        await check_skip(folds, PART, offset, FetchedRecord(offset, b"a", newer_value()), KEY)
+    assert expected in str(refused.value)
+
+
+async def test_stores_at_different_positions_are_refused(stores: Any) -> None:
+    folds = await paused_at_1(stores)
+    await folds[0].skip_refused(PART, 1)  # the graph store alone is past it
+    with pytest.raises(SkipRefused, match="graph store needs 2, vector store needs 1") as refused:
+        await check_skip(folds, PART, 1, FetchedRecord(1, b"a", newer_value()), KEY)
+    assert "different positions" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("record", "expected"),
+    [
+        (FetchedRecord(1, b"a", event_to_json(doc("a", "y"))), "a DocumentExtracted of tenant a"),
+        (FetchedRecord(1, b"a", b'{"oops"'), "a value the workers dead-letter themselves"),
+        # A newer version under a key that is not its tenant is a dead letter too.
+        (FetchedRecord(1, b"b", newer_value("a")), "does not match tenant_id"),
+        (FetchedRecord(2, b"a", newer_value()), "holds no record at offset 1"),
+        (None, "holds no record at offset 1"),
+    ],
+)
+async def test_a_record_the_workers_do_not_pause_on_is_refused(
+    stores: Any, record: FetchedRecord | None, expected: str
+) -> None:
+    folds = await paused_at_1(stores)
+    with pytest.raises(SkipRefused) as refused:
+        await check_skip(folds, PART, 1, record, KEY)
+    assert expected in str(refused.value)
+    assert [await f.next_needed_offset(PART) for f in folds] == [1, 1]
+
+
+class _Closing(ListSink):
+    def close(self) -> None:
+        pass
+
+
+def _stand_in(monkeypatch: pytest.MonkeyPatch, folds: Sequence[Fold[Any]]) -> _Closing:
+    """The command over memory stores and a list sink instead of Kafka."""
+    sink = _Closing()
+
+    class _NoStores:
+        async def aclose(self) -> None:
+            pass
+
+    async def open_folds(settings: Any) -> tuple[Any, Sequence[Fold[Any]]]:
+        return _NoStores(), folds
+
+    monkeypatch.setattr(skip_cli, "topic_partition", lambda settings, partition: PART)
+    monkeypatch.setattr(
+        skip_cli,
+        "fetch_record",
+        lambda settings, partition, offset: FetchedRecord(1, b"a", newer_value()),
+    )
+    monkeypatch.setattr(skip_cli, "open_folds", open_folds)
+    monkeypatch.setattr(skip_cli, "dead_letter_sink", lambda settings: sink)
+    monkeypatch.setenv("REDSTRING_CONTROL_KEY", KEY.decode())
+    return sink
+
+
+def test_the_command_refuses_without_a_terminal_unless_yes(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Synchronous: the command runs its own event loop.
+    folds = asyncio.run(paused_at_1(stores))
+
+    def needed() -> list[int]:
+        async def ask() -> list[int]:
+            return [await f.next_needed_offset(PART) for f in folds]
+
+        return asyncio.run(ask())
+
+    sink = _stand_in(monkeypatch, folds)
+    runner = CliRunner()
+    refused = runner.invoke(main, ["skip", "--partition", "0", "--offset", "1"])
+    assert refused.exit_code == 1
+    assert "DocumentExtracted of tenant a" in refused.output
+    assert "Refusing without a terminal; pass --yes" in refused.output
+    assert sink.letters == []
+    assert needed() == [1, 1]
+
+    wrong = runner.invoke(main, ["skip", "--partition", "0", "--offset", "0", "--yes"])
+    assert wrong.exit_code == 1 and "both stores are past 0 already" in wrong.output
+    assert sink.letters == []
+
+    done = runner.invoke(main, ["skip", "--partition", "0", "--offset", "1", "--yes"])
+    assert done.exit_code == 0, done.output
+    assert "the stores now need 2" in done.output
+    assert [letter.offset for letter in sink.letters] == [1]
+    assert needed() == [2, 2]

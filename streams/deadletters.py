@@ -18,6 +18,10 @@ REASON = "redstring.reason"
 SOURCE_TOPIC = "redstring.topic"
 SOURCE_PARTITION = "redstring.partition"
 SOURCE_OFFSET = "redstring.offset"
+#: librdkafka's cap on one dead letter (its default, 1,000,000, is below the
+#: broker's 1,048,588 default: a value the events topic took could not be
+#: written here).
+MAX_LETTER_BYTES = 64 << 20
 
 
 def letter_headers(topic: str, letter: DeadLetter) -> Headers:
@@ -33,7 +37,12 @@ class KafkaDeadLetterSink:
     def __init__(self, settings: Settings) -> None:
         self.topic = settings.topic
         self.dlq_topic = settings.dlq_topic
-        self._producer = AsyncProducer(settings)
+        # A dead letter repeats the refused value byte for byte, and a value
+        # is refused for being over the event size limit too: librdkafka's
+        # own default cap (1,000,000 bytes) refused to write such a letter,
+        # and the partition waited on it forever (tests/e2e/test_hostile_corpus.py).
+        # The broker's limit on <topic>.dlq is the one that counts.
+        self._producer = AsyncProducer(settings, **{"message.max.bytes": MAX_LETTER_BYTES})
 
     async def send(self, letters: Sequence[DeadLetter]) -> None:
         futures = [

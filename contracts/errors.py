@@ -126,5 +126,18 @@ class TransientStoreError(RedstringError):
     """A store is briefly unavailable; retry with backoff."""
 
 
+#: What a store or the broker raises for "try again": the adapters' own
+#: ``TransientStoreError`` (unavailable, timeouts, deadlocks, serialization
+#: failures), and connection, timeout and OS errors that reach a caller
+#: untranslated. Anything else is not transient: retrying the same work gives
+#: the same answer (docs/semantics.md, "Failures").
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (TransientStoreError, OSError, TimeoutError)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether retrying the same work later may succeed."""
+    return isinstance(error, TRANSIENT_ERRORS)
+
+
 class PermanentStoreError(RedstringError):
     """A store rejected a value; retrying will not help."""

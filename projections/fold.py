@@ -10,11 +10,18 @@ close an alias cycle only once its aliases are written, so a segment whose
 merge is refused (or whose store turns out corrupt) is rolled back and
 re-applied one event per unit of work, where the refused merge is rolled back
 alone (ADR 0007).
+
+Folds that apply the same records to different stores reach the same verdict
+for every event (DESIGN 5.10): given seats of one ``Verdicts``, they meet
+before each unit of work commits, and commit it only if no store refused any
+of its events (docs/semantics.md, "Failures").
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
+import enum
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
@@ -27,6 +34,7 @@ from contracts.errors import (
     DimensionMismatchError,
     MissingEntityError,
     PermanentStoreError,
+    is_transient,
 )
 from contracts.events import (
     DocumentExtractedEvent,
@@ -51,7 +59,13 @@ class LedgeredStore(ProjectionLedger, Protocol[U_co]):
     async def delete_by_tenant(self, tenant_id: TenantId) -> ErasureSweep: ...
 
 
-#: Errors caused by one event's values: skip and dead-letter that event.
+#: Errors caused by one event's values: skip and dead-letter that event. Any
+#: other error raised while an event's effects are written is one too, unless
+#: it is transient (``contracts.errors.is_transient``: the whole pass is then
+#: retried) or ``AliasCycleError`` (the store is corrupt: the partition stops).
+#: Errors met outside an event's effects (opening the unit of work, the
+#: ledger's reads and writes, the commit) are the store's, not the event's:
+#: they propagate, and the caller retries a bounded number of times.
 PER_EVENT_ERRORS = (PermanentStoreError, MissingEntityError, DimensionMismatchError)
 
 
@@ -64,6 +78,146 @@ class _Ahead(Exception):
     """The batch starts past what the store needs; nothing of it may be applied."""
 
 
+class _Stopped(Exception):
+    """The batch ends before a unit of work no store may commit: another store
+    stopped early, or this one is corrupt (``report.halted``)."""
+
+
+class _Abandon(Exception):
+    """Roll back a unit of work the stores did not agree to commit."""
+
+
+class _EventFault(Exception):
+    """An unclassified error while one event's effects were written."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+class Outcome(enum.Enum):
+    """What becomes of a unit of work once every store has tried it."""
+
+    COMMIT = "commit"  # every store wrote it
+    SPLIT = "split"  # a store failed on one of its events: retry one event at a time
+    REFUSE = "refuse"  # a store refused its one event: every store refuses it
+    STOP = "stop"  # a store stopped (corrupt, or an early end): nobody commits
+
+
+#: A store's result for a unit of work: None (written), a refusal's reason, or
+#: HALT (its store is corrupt).
+HALT = "\x00halt"
+
+
+Offsets = tuple[int, ...]
+
+
+class Verdicts:
+    """Where the folds of one pass over one batch agree on each unit of work.
+
+    Each fold has a seat. Before committing a unit of work (or after rolling
+    it back on a failure), a fold says how it went and waits for the others
+    to say so for the same records; then all of them do the same thing: commit,
+    re-apply one event at a time, refuse the one event (with the first
+    store's reason), or stop. So an event one store refuses is refused by
+    every store, and none commits what another could not write. A fold that
+    leaves before its last record (an error, a replay request that ends its
+    batch, a batch ahead of its store) stops the others at their next meeting:
+    nothing is applied past the point where one store stopped.
+
+    A fold holds its unit of work (and its store's locks) while it waits, so
+    the seats take their locks in seat order: a fold opens a unit of work only
+    once every lower seat holds its own for the same records. Two workers on
+    one partition (a zombie) then cannot each hold one store and wait for the
+    other.
+    """
+
+    def __init__(self, seats: int) -> None:
+        self._present = set(range(seats))
+        self._early = False
+        self._entered: dict[Offsets, set[int]] = {}
+        self._arrived: dict[Offsets, dict[int, str | None]] = {}
+        self._settled: dict[Offsets, tuple[Outcome, str | None]] = {}
+        self._changed = asyncio.Event()
+        self.seats = [Seat(self, index) for index in range(seats)]
+
+    def _notify(self) -> None:
+        for offsets, arrived in list(self._arrived.items()):
+            if self._early:
+                self._settled[offsets] = (Outcome.STOP, None)
+            elif self._present <= set(arrived):
+                self._settled[offsets] = _outcome(offsets, arrived)
+            else:
+                continue
+            del self._arrived[offsets]
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def _until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            await self._changed.wait()
+
+    async def _turn(self, seat: int, offsets: Offsets) -> None:
+        entered = self._entered.setdefault(offsets, set())
+        await self._until(
+            lambda: self._early or all(s in entered or s not in self._present for s in range(seat))
+        )
+
+    def _enter(self, seat: int, offsets: Offsets) -> None:
+        self._entered.setdefault(offsets, set()).add(seat)
+        self._notify()
+
+    async def _agree(
+        self, seat: int, offsets: Offsets, result: str | None
+    ) -> tuple[Outcome, str | None]:
+        self._entered.setdefault(offsets, set()).add(seat)
+        if offsets not in self._settled:
+            self._arrived.setdefault(offsets, {})[seat] = result
+        self._notify()
+        await self._until(lambda: offsets in self._settled)
+        return self._settled[offsets]
+
+    def _leave(self, seat: int, *, early: bool) -> None:
+        self._present.discard(seat)
+        self._early = self._early or early
+        self._notify()
+
+
+def _outcome(
+    offsets: tuple[int, ...], arrived: dict[int, str | None]
+) -> tuple[Outcome, str | None]:
+    failures = [arrived[seat] for seat in sorted(arrived) if arrived[seat] is not None]
+    if not failures:
+        return Outcome.COMMIT, None
+    if len(offsets) > 1:
+        return Outcome.SPLIT, None
+    if HALT in failures:
+        return Outcome.STOP, None
+    return Outcome.REFUSE, failures[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    """One fold's place at a ``Verdicts``."""
+
+    verdicts: Verdicts
+    index: int
+
+    async def turn(self, offsets: Offsets) -> None:
+        """Wait until the lower seats hold their units of work for ``offsets``."""
+        await self.verdicts._turn(self.index, offsets)
+
+    def enter(self, offsets: Offsets) -> None:
+        """This seat holds its unit of work for ``offsets`` (its locks taken)."""
+        self.verdicts._enter(self.index, offsets)
+
+    async def agree(self, offsets: Offsets, result: str | None) -> tuple[Outcome, str | None]:
+        return await self.verdicts._agree(self.index, offsets, result)
+
+    def leave(self, *, early: bool) -> None:
+        self.verdicts._leave(self.index, early=early)
+
+
 class MergeRefused(Exception):
     """The merge would close an alias cycle; it is rolled back and dead-lettered."""
 
@@ -72,10 +226,6 @@ class MergeRefused(Exception):
 class Admitted:
     offset: int
     event: Event
-
-
-def _is_merge(record: LogRecord) -> bool:
-    return isinstance(record.event, EntitiesMergedEvent)
 
 
 def _is_control(record: LogRecord) -> bool:
@@ -124,10 +274,13 @@ class Fold(abc.ABC, Generic[U]):
         *,
         log_start: int = 0,
         read_from: int | None = None,
+        seat: Seat | None = None,
     ) -> FoldReport:
         """Fold a batch read contiguously from ``read_from`` (default: the first
         record's offset). A batch that starts past the store's next needed offset
-        changes nothing: the caller must seek back (DESIGN 5.2)."""
+        changes nothing: the caller must seek back (DESIGN 5.2). With a ``seat``,
+        every unit of work is committed only as the other seats' folds agree
+        (``Verdicts``)."""
         # Set by each unit of work that commits from the state it wrote, so
         # that a batch costs no read after it; unknown (-1) after a control
         # event, whose effects are written outside the admission state.
@@ -136,7 +289,7 @@ class Fold(abc.ABC, Generic[U]):
         expected = ordered[0].offset if ordered and read_from is None else read_from
         index = 0
         try:
-            while index < len(ordered) and report.halted is None:
+            while index < len(ordered):
                 record = ordered[index]
                 if _is_control(record):
                     ended = await self._control(partition, record, report, log_start, expected)
@@ -147,13 +300,18 @@ class Fold(abc.ABC, Generic[U]):
                     end = index
                     while end < len(ordered) and not _is_control(ordered[end]):
                         end += 1
-                    await self._segment(partition, ordered[index:end], report, expected)
+                    await self._segment(partition, ordered[index:end], report, expected, seat)
                     index = end
                 expected = ordered[index - 1].offset + 1
         except _Ahead:
             pass  # the caller seeks back to next_needed_offset
         except _Refused:
             pass  # the caller dead-letters report.failed, then calls skip_refused
+        except _Stopped:
+            pass  # report.halted, or another store stopped: the caller decides
+        finally:
+            if seat is not None:
+                seat.leave(early=index < len(ordered))
         if report.next_needed_offset < 0:
             report.next_needed_offset = await self.next_needed_offset(partition)
         return report
@@ -219,27 +377,21 @@ class Fold(abc.ABC, Generic[U]):
         records: Sequence[LogRecord],
         report: FoldReport,
         expected: int | None,
+        seat: Seat | None = None,
     ) -> None:
         """Events in one unit of work. If a store rejects a value, refuses a
         merge or finds an alias cycle, the segment is rolled back and re-applied
         one event at a time, so that only the event at fault is skipped and
         dead-lettered, and the store halts exactly where it would have."""
-        if len(records) == 1 and _is_merge(records[0]):
-            await self._merge(partition, records[0], report, expected)
-            return
-        try:
-            await self._segment_once(partition, records, report, expected)
-        except (*PER_EVENT_ERRORS, MergeRefused, AliasCycleError) as exc:
-            if len(records) == 1:
-                if isinstance(exc, AliasCycleError):
-                    report.halted = exc
-                    return
-                self._refuse(records[0], report, str(exc))
+        outcome, reason = await self._segment_once(partition, records, report, expected, seat)
+        if outcome is Outcome.SPLIT:
             for record in records:
-                await self._segment(partition, [record], report, expected)
-                if report.halted is not None:
-                    return
+                await self._segment(partition, [record], report, expected, seat)
                 expected = record.offset + 1
+        elif outcome is Outcome.REFUSE:
+            self._refuse(records[0], report, reason or "")
+        elif outcome is Outcome.STOP:
+            raise _Stopped
 
     async def _segment_once(
         self,
@@ -247,31 +399,67 @@ class Fold(abc.ABC, Generic[U]):
         records: Sequence[LogRecord],
         report: FoldReport,
         expected: int | None,
-    ) -> None:
+        seat: Seat | None,
+    ) -> tuple[Outcome, str | None]:
+        offsets = tuple(record.offset for record in records)
         scratch = FoldReport()
-        async with self.store.unit_of_work(partition) as uow:
-            admission = await self._load(uow, partition, expected)
-            original = dict(admission.markers)
-            admitted = await self._admit(uow, admission, records, scratch)
-            run: list[Admitted] = []
-            for item in admitted:
-                if isinstance(item.event, DocumentExtractedEvent):
-                    run.append(item)
-                    continue
-                if run:
-                    await self.apply_run(uow, run, scratch)
-                    run = []
-                if isinstance(item.event, EntitiesUnmergedEvent):
-                    await self.apply_unmerge(uow, item.event, scratch)
-                elif isinstance(item.event, EntitiesMergedEvent):
-                    await self.apply_merge(uow, item.event, scratch)
-            if run:
-                await self.apply_run(uow, run, scratch)
-            scratch.applied += len(admitted)
-            await self._record_applied(uow, admitted)
-            await admission.persist(uow, original)
+        agreed: tuple[Outcome, str | None] = (Outcome.COMMIT, None)
+        if seat is not None:
+            await seat.turn(offsets)
+        try:
+            async with self.store.unit_of_work(partition) as uow:
+                admission = await self._load(uow, partition, expected)
+                if seat is not None:
+                    seat.enter(offsets)
+                original = dict(admission.markers)
+                admitted = await self._admit(uow, admission, records, scratch)
+                try:
+                    await self._write(uow, admitted, scratch)
+                except Exception as exc:
+                    if is_transient(exc) or isinstance(
+                        exc, (*PER_EVENT_ERRORS, MergeRefused, AliasCycleError)
+                    ):
+                        raise
+                    raise _EventFault(exc) from exc
+                scratch.applied += len(admitted)
+                await self._record_applied(uow, admitted)
+                await admission.persist(uow, original)
+                if seat is not None:
+                    agreed = await seat.agree(offsets, None)
+                    if agreed[0] is not Outcome.COMMIT:
+                        raise _Abandon
+        except _Abandon:
+            return agreed
+        except (*PER_EVENT_ERRORS, MergeRefused, AliasCycleError, _EventFault) as exc:
+            result = HALT if isinstance(exc, AliasCycleError) else (str(exc) or type(exc).__name__)
+            if seat is not None:
+                agreed = await seat.agree(offsets, result)
+            else:
+                agreed = _outcome(offsets, {0: result})
+            if agreed[0] is Outcome.STOP and isinstance(exc, AliasCycleError):
+                report.halted = exc
+            return agreed
         _add(report, scratch)
         report.next_needed_offset = admission.next_needed()
+        return agreed
+
+    async def _write(self, uow: U, admitted: Sequence[Admitted], report: FoldReport) -> None:
+        """The effects of admitted events, in log order: a run of consecutive
+        extractions shares each write."""
+        run: list[Admitted] = []
+        for item in admitted:
+            if isinstance(item.event, DocumentExtractedEvent):
+                run.append(item)
+                continue
+            if run:
+                await self.apply_run(uow, run, report)
+                run = []
+            if isinstance(item.event, EntitiesUnmergedEvent):
+                await self.apply_unmerge(uow, item.event, report)
+            elif isinstance(item.event, EntitiesMergedEvent):
+                await self.apply_merge(uow, item.event, report)
+        if run:
+            await self.apply_run(uow, run, report)
 
     @staticmethod
     def _refuse(record: LogRecord, report: FoldReport, reason: str) -> NoReturn:
@@ -296,36 +484,6 @@ class Fold(abc.ABC, Generic[U]):
             original = dict(admission.markers)
             admission.scanned(offset)
             await admission.persist(uow, original)
-
-    async def _merge(
-        self,
-        partition: StreamPartition,
-        record: LogRecord,
-        report: FoldReport,
-        expected: int | None,
-    ) -> None:
-        assert isinstance(record.event, EntitiesMergedEvent)
-        event = record.event
-        scratch = FoldReport()
-        try:
-            async with self.store.unit_of_work(partition) as uow:
-                admission = await self._load(uow, partition, expected)
-                original = dict(admission.markers)
-                admitted = await self._admit(uow, admission, [record], scratch)
-                if admitted:
-                    await self.apply_merge(uow, event, scratch)
-                    scratch.applied += 1
-                    await self._record_applied(uow, admitted)
-                await admission.persist(uow, original)
-            report.next_needed_offset = admission.next_needed()
-        except MergeRefused as refused:
-            self._refuse(record, report, str(refused))
-        except PER_EVENT_ERRORS as exc:
-            self._refuse(record, report, str(exc))
-        except AliasCycleError as exc:
-            report.halted = exc
-            return
-        _add(report, scratch)
 
     async def _control(
         self,

@@ -7,11 +7,21 @@ starts past that is dropped and the consumer seeks back; dead letters are
 written before the checkpoints move past them; store errors are retried here
 and never escape; a newer schema version or a corrupt store pauses the
 partition.
+
+Errors are classified (``contracts.errors.is_transient``): transient ones are
+retried with backoff for as long as they last; any other is retried at most
+``max_attempts`` times within a batch, then the partition pauses with a fixed
+reason (the detail goes to the log). An error met while one event's effects
+are written is that event's refusal, in both stores alike (``projections.fold.
+Verdicts``). A worker told to stop abandons a batch whose stores keep failing
+at its next backoff: every unit of work has rolled back, and the checkpoints
+fence whatever a later batch does again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -20,9 +30,9 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from contracts.domain import StreamPartition
-from contracts.errors import SchemaVersionTooNewError
+from contracts.errors import SchemaVersionTooNewError, is_transient
 from contracts.events import TenantReplayRequestedEvent
-from projections.fold import Fold
+from projections.fold import Fold, Verdicts
 from projections.records import FoldReport, LogRecord
 from streams.decode import decode
 from streams.metrics import Metrics
@@ -33,6 +43,30 @@ T = TypeVar("T")
 
 #: Records decoded between two yields to the event loop.
 DECODE_SLICE = 16
+
+#: What readiness says while a partition's store calls fail: the error's class
+#: and one of these, never the exception's text (it can name tenants and
+#: entities; the log has it).
+RETRYING_TRANSIENT = "a store or the broker is unavailable; retrying with backoff"
+RETRYING_PERSISTENT = "a store call failed with an error that is not transient; retrying"
+
+#: Set while ``handle`` runs (in its task and the tasks it starts): there, an
+#: error that is not transient is retried ``max_attempts`` times, then the
+#: partition pauses. Elsewhere (the loop asking a position) it is retried.
+_BOUNDED: contextvars.ContextVar[bool] = contextvars.ContextVar("bounded", default=False)
+
+
+class _GaveUp(Exception):
+    """A store call failed ``max_attempts`` times with an error that is not transient."""
+
+    def __init__(self, error: Exception, attempts: int) -> None:
+        super().__init__(repr(error))
+        self.error = error
+        self.attempts = attempts
+
+
+class _Abandoned(Exception):
+    """The worker is stopping while a store call keeps failing: the batch ends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +166,7 @@ class Projector:
         metrics: Metrics,
         log_start: Callable[[int], Awaitable[int]] | None = None,
         max_backoff: float = 30.0,
+        max_attempts: int = 5,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         probe: Probe | None = None,
     ) -> None:
@@ -143,6 +178,8 @@ class Projector:
         self.metrics = metrics
         self._log_start = log_start
         self.max_backoff = max_backoff
+        self.max_attempts = max_attempts
+        self._stopping = asyncio.Event()
         self._sleep = sleep
         self._probe = probe
         # Runs of offsets the broker said hold no record (transaction markers,
@@ -164,6 +201,12 @@ class Projector:
         # of work as soon as its records are decoded, so the stores write one
         # partition while the next decodes (instead of all decoding first).
         self._decoding = asyncio.Lock()
+
+    def stop(self) -> None:
+        """The worker is stopping: a batch whose store calls keep failing ends at
+        its next backoff (``handle`` returns a decision that does nothing)
+        instead of holding the shutdown."""
+        self._stopping.set()
 
     def stream_partition(self, partition: int) -> StreamPartition:
         return StreamPartition(self.topic, partition, self.topic_id)
@@ -203,6 +246,30 @@ class Projector:
         )
 
     async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
+        token = _BOUNDED.set(True)
+        try:
+            return await self._handle(partition, records)
+        except _GaveUp as gave_up:
+            reason = (
+                f"a store call failed {gave_up.attempts} times with "
+                f"{type(gave_up.error).__name__}, which is not transient: paused for an "
+                "operator (details in the log)"
+            )
+            self.health.failing.pop(partition, None)
+            self.health.paused[partition] = reason
+            log.error(
+                "pausing partition",
+                extra={"partition": partition, "reason": reason, "error": repr(gave_up.error)},
+                exc_info=gave_up.error,
+            )
+            return Decision(pause=reason)
+        except _Abandoned:
+            log.warning("batch abandoned: the worker is stopping", extra={"partition": partition})
+            return Decision()
+        finally:
+            _BOUNDED.reset(token)
+
+    async def _handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
         if partition in self.health.paused:
             return Decision()
         part = self.stream_partition(partition)
@@ -299,7 +366,15 @@ class Projector:
                         )
                 halted = next((r.halted for r in reports if r.halted is not None), None)
                 if halted is not None:
-                    pause = f"the store is corrupt and needs an operator: {halted}"
+                    # The exception's text names the tenant and entity: log only.
+                    log.error(
+                        "a store is corrupt",
+                        extra={"partition": partition, "error": repr(halted)},
+                    )
+                    pause = (
+                        "the store is corrupt and needs an operator: "
+                        f"{type(halted).__name__} (details in the log)"
+                    )
                     break
                 if not any(report.failed for report in reports):
                     # Each fold reports the position its last unit of work left.
@@ -344,21 +419,28 @@ class Projector:
         """Both folds over the same records. The stores are independent (each
         fold writes its own, under its own checkpoint): apply to both at once,
         so that the worker waits for the slower store rather than for the sum
-        of the two (measured by bench/e2e.py; docs/performance.md)."""
+        of the two (measured by bench/e2e.py; docs/performance.md). The folds
+        agree on every unit of work before committing it (``Verdicts``), so
+        they refuse the same events; a pass that fails is retried as a whole,
+        once both folds have ended."""
         part = self.stream_partition(partition)
-        return list(
-            await asyncio.gather(
+
+        async def attempt() -> list[FoldReport]:
+            verdicts = Verdicts(len(self.folds))
+            results = await asyncio.gather(
                 *(
-                    self._retry(
-                        partition,
-                        partial(
-                            fold.apply, part, records, log_start=log_start, read_from=read_from
-                        ),
-                    )
-                    for fold in self.folds
-                )
+                    fold.apply(part, records, log_start=log_start, read_from=read_from, seat=seat)
+                    for fold, seat in zip(self.folds, verdicts.seats, strict=True)
+                ),
+                return_exceptions=True,
             )
-        )
+            errors = [result for result in results if isinstance(result, BaseException)]
+            if errors:
+                # One that is not transient first, so that the bound applies.
+                raise next((e for e in errors if not is_transient(e)), errors[0])
+            return [result for result in results if isinstance(result, FoldReport)]
+
+        return await self._retry(partition, attempt)
 
     async def _contiguous(
         self, partition: int, records: Sequence[RawRecord], start: int
@@ -408,25 +490,48 @@ class Projector:
 
     async def _retry(self, partition: int, attempt: Callable[[], Awaitable[T]]) -> T:
         """Store and broker errors are retried with backoff and never escape: the
-        partition waits, and readiness says why while it does."""
+        partition waits, and readiness says why while it does (the error's class,
+        never its text). Within ``handle`` an error that is not transient is
+        retried at most ``max_attempts`` times (``_GaveUp``). A worker that is
+        stopping ends the wait at the backoff (``_Abandoned``)."""
         delay = 0.1
         failures = 0
+        persistent = 0
         while True:
             try:
                 result = await attempt()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # everything here is retried
+            except Exception as exc:
                 failures += 1
+                transient = is_transient(exc)
+                persistent += 0 if transient else 1
                 self.metrics.store_retries.inc()
-                if failures >= 3:
-                    self.health.failing[partition] = f"retrying after {type(exc).__name__}: {exc}"
                 log.warning(
                     "store call failed; retrying",
                     extra={"partition": partition, "error": repr(exc), "delay": delay},
+                    exc_info=None if transient else exc,
                 )
-                await self._sleep(delay)
+                if not transient and _BOUNDED.get() and persistent >= self.max_attempts:
+                    raise _GaveUp(exc, persistent) from exc
+                if failures >= 3:
+                    why = RETRYING_TRANSIENT if transient else RETRYING_PERSISTENT
+                    self.health.failing[partition] = f"{type(exc).__name__}: {why}"
+                await self._backoff(delay)
                 delay = min(self.max_backoff, delay * 2)
                 continue
             self.health.failing.pop(partition, None)
             return result
+
+    async def _backoff(self, delay: float) -> None:
+        if self._stopping.is_set():
+            raise _Abandoned
+        sleeping = asyncio.ensure_future(self._sleep(delay))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((sleeping, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeping.cancel()
+            stopping.cancel()
+        if self._stopping.is_set():
+            raise _Abandoned

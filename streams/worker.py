@@ -232,11 +232,15 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
             settings.batch_size, within=settings.batch_wait_ms / 1000
         ):
             # SIGTERM cancels the agent: finish the batch in hand first, so
-            # both stores' units of work end committed, then stop.
+            # both stores' units of work end committed, then stop. A batch
+            # whose stores keep failing is abandoned at its next backoff (its
+            # units of work have rolled back; the checkpoints fence the redo).
             task = asyncio.ensure_future(runtime.process(events))
             try:
                 await asyncio.shield(task)
             except asyncio.CancelledError:
+                if runtime.projector is not None:
+                    runtime.projector.stop()
                 await task
                 raise
             yield None

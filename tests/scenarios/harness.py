@@ -43,8 +43,10 @@ PARTITION = StreamPartition("events", 0, "topic-id-0001")
 EMBED_DIMENSION = 16
 
 
-class SimulatedCrash(Exception):
-    """The process died here (a store connection dropped, kill -9)."""
+class SimulatedCrash(BaseException):
+    """The process died here (kill -9). Not an ``Exception``: no code of the
+    worker handles it (an exception the fold meets while writing an event
+    would be that event's refusal, docs/semantics.md "Failures")."""
 
 
 # -- crash injection ----------------------------------------------------------

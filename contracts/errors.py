@@ -141,3 +141,18 @@ def is_transient(error: BaseException) -> bool:
 
 class PermanentStoreError(RedstringError):
     """A store rejected a value; retrying will not help."""
+
+
+class AliasChainTooDeepError(PermanentStoreError):
+    """An alias chain is (or a write would make it) longer than the store's
+    ``max_alias_depth``: the event that needs it is refused and dead-lettered,
+    in both stores alike (they hold the same alias facts)."""
+
+    def __init__(self, tenant_id: TenantId, entity_id: EntityId, limit: int) -> None:
+        self.tenant_id = tenant_id
+        self.entity_id = entity_id
+        self.limit = limit
+        super().__init__(
+            f"tenant {tenant_id!r}: the alias chain through {entity_id!r} would be longer "
+            f"than {limit} hops (REDSTRING_MAX_ALIAS_DEPTH)"
+        )

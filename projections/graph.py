@@ -22,6 +22,7 @@ from contracts.events import (
 )
 from contracts.ids import EntityId, TenantId
 from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
+from projections.chunks import DEFAULT_CHUNK, chunks
 from projections.fold import Admitted, Fold, MergeRefused
 from projections.records import FoldReport
 
@@ -48,9 +49,15 @@ class _EdgeWriter:
     """
 
     def __init__(
-        self, tenant: TenantId, resolved: dict[EntityId, EntityId], existing: set[EntityId]
+        self,
+        tenant: TenantId,
+        resolved: dict[EntityId, EntityId],
+        existing: set[EntityId],
+        *,
+        chunk: int = DEFAULT_CHUNK,
     ):
         self.tenant = tenant
+        self.chunk = chunk
         self.resolved = resolved
         self.existing = existing
         self.upserts: list[Relationship] = []
@@ -76,10 +83,10 @@ class _EdgeWriter:
         # Deleted keys and upserted keys of one flush never overlap in a way that
         # depends on order: deletes name raw or resolved keys of removed edges,
         # and every call site flushes before a later write could touch them.
-        if self.deletes:
-            await uow.delete_relationships(self.tenant, self.deletes)
-        if self.upserts:
-            await uow.upsert_relationships(self.tenant, self.upserts)
+        for keys in chunks(self.deletes, self.chunk):
+            await uow.delete_relationships(self.tenant, keys)
+        for edges in chunks(self.upserts, self.chunk):
+            await uow.upsert_relationships(self.tenant, edges)
         self.deletes, self.upserts = [], []
 
 
@@ -121,9 +128,13 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         clock: Callable[[], datetime] | None = None,
         *,
         embedding_dimension: int | None = None,
+        chunk: int = DEFAULT_CHUNK,
     ) -> None:
         super().__init__(store, clock=clock)
         self.embedding_dimension = embedding_dimension
+        # Entities, ids or edges per store call: a run of large events is
+        # written in bounded statements (the result is the same, in order).
+        self.chunk = max(1, chunk)
 
     def _check_embeddings(self, event: DocumentExtractedEvent) -> None:
         if self.embedding_dimension is None:
@@ -156,22 +167,26 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         events: Sequence[DocumentExtractedEvent],
         report: FoldReport,
     ) -> None:
-        entities = [
-            Entity(tenant, EntityId(e.id), e.name, e.type, dict(e.properties))
-            for event in events
-            for e in event.payload.entities
-        ]
         endpoints = {
             EntityId(end)
             for event in events
             for rel in event.payload.relationships
             for end in (rel.source, rel.target)
         }
-        resolved = await uow.resolve_entity_ids(tenant, sorted(endpoints)) if endpoints else {}
-        already = await _existing(uow, tenant, _unseen_endpoints(events, resolved))
-        if entities:
-            await uow.upsert_entities(tenant, entities)
-        writer = _EdgeWriter(tenant, resolved, set(already))
+        resolved: dict[EntityId, EntityId] = {}
+        for ids in chunks(sorted(endpoints), self.chunk):
+            resolved.update(await uow.resolve_entity_ids(tenant, ids))
+        unseen = sorted(_unseen_endpoints(events, resolved))
+        already: set[EntityId] = set()
+        for ids in chunks(unseen, self.chunk):
+            already |= await _existing(uow, tenant, ids)
+        extracted = (e for event in events for e in event.payload.entities)
+        for part in chunks(extracted, self.chunk):
+            await uow.upsert_entities(
+                tenant,
+                [Entity(tenant, EntityId(e.id), e.name, e.type, dict(e.properties)) for e in part],
+            )
+        writer = _EdgeWriter(tenant, resolved, already, chunk=self.chunk)
         for event in events:
             writer.existing.update(EntityId(e.id) for e in event.payload.entities)
             for rel in event.payload.relationships:
@@ -215,7 +230,9 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         if not refs:
             return
         ids = {EntityId(end) for ref in refs for end in (ref.source, ref.target)}
-        writer = _EdgeWriter(tenant, await uow.resolve_entity_ids(tenant, sorted(ids)), set())
+        writer = _EdgeWriter(
+            tenant, await uow.resolve_entity_ids(tenant, sorted(ids)), set(), chunk=self.chunk
+        )
         for ref in refs:
             writer.remove(ref)
         await writer.flush(uow)
@@ -231,7 +248,9 @@ class GraphProjection(Fold[GraphUnitOfWork]):
             return
         ids = {EntityId(end) for rel in rels for end in (rel.source, rel.target)}
         resolved = await uow.resolve_entity_ids(tenant, sorted(ids))
-        writer = _EdgeWriter(tenant, resolved, await _existing(uow, tenant, resolved.values()))
+        writer = _EdgeWriter(
+            tenant, resolved, await _existing(uow, tenant, resolved.values()), chunk=self.chunk
+        )
         for rel in rels:
             writer.write(rel, report)
         await writer.flush(uow)
@@ -261,6 +280,7 @@ class GraphProjection(Fold[GraphUnitOfWork]):
                 moved.append(
                     Relationship(tenant, source, target, rel.type, rel.confidence, rel.properties)
                 )
-        await uow.delete_relationships(tenant, [rel.key for rel in touching])
-        if moved:
-            await uow.upsert_relationships(tenant, moved)
+        for keys in chunks([rel.key for rel in touching], self.chunk):
+            await uow.delete_relationships(tenant, keys)
+        for edges in chunks(moved, self.chunk):
+            await uow.upsert_relationships(tenant, edges)

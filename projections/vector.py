@@ -22,6 +22,7 @@ from contracts.events import (
 from contracts.ids import EntityId, TenantId
 from contracts.ports.embedder import Embedder
 from contracts.ports.vector import ProjectedVectorStore, VectorUnitOfWork
+from projections.chunks import DEFAULT_CHUNK, chunks
 from projections.fold import Admitted, Fold, MergeRefused
 from projections.records import FoldReport
 
@@ -36,9 +37,14 @@ class VectorProjection(Fold[VectorUnitOfWork]):
         store: ProjectedVectorStore,
         embedder: Embedder,
         clock: Callable[[], datetime] | None = None,
+        *,
+        chunk: int = DEFAULT_CHUNK,
     ) -> None:
         super().__init__(store, clock=clock)
         self.embedder = embedder
+        # Entities per embedding call and per upsert: a run is embedded and
+        # written a chunk at a time, so its vectors are never all in memory.
+        self.chunk = max(1, chunk)
         self.dimension = store.dimension
         if embedder.identity.dimension != store.dimension:
             raise DimensionMismatchError(store.dimension, embedder.identity.dimension, "embedder")
@@ -46,13 +52,19 @@ class VectorProjection(Fold[VectorUnitOfWork]):
     async def apply_run(
         self, uow: VectorUnitOfWork, run: Sequence[Admitted], report: FoldReport
     ) -> None:
+        pending = (
+            (item.event.tenant, entity, item.event.payload.document_id)
+            for item in run
+            if isinstance(item.event, DocumentExtractedEvent)
+            for entity in item.event.payload.entities
+        )
+        for part in chunks(pending, self.chunk):
+            await self._apply_chunk(uow, part)
+
+    async def _apply_chunk(
+        self, uow: VectorUnitOfWork, pending: Sequence[tuple[TenantId, ExtractedEntity, str]]
+    ) -> None:
         by_tenant: dict[TenantId, list[VectorRecord]] = {}
-        pending: list[tuple[TenantId, ExtractedEntity, str]] = []
-        for item in run:
-            assert isinstance(item.event, DocumentExtractedEvent)
-            payload = item.event.payload
-            for entity in payload.entities:
-                pending.append((item.event.tenant, entity, payload.document_id))
         missing = [e.name for _, e, _ in pending if e.embedding is None]
         embedded = iter(await self.embedder.embed_documents(missing) if missing else [])
         for tenant, entity, document_id in pending:

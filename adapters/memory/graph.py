@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_alias_write, check_resolved_depth
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.memory.ledger import LedgerState, LedgerView
 from contracts.domain import (
@@ -50,6 +51,8 @@ class GraphState:
     )
     aliases: dict[tuple[TenantId, EntityId], Alias] = field(default_factory=dict)
     ledger: LedgerState = field(default_factory=LedgerState)
+    #: Alias hops from any id to its canonical (adapters.alias_depth).
+    max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH
 
     def copy(self) -> GraphState:
         # Stored values are frozen and never mutated in place (writes store
@@ -59,6 +62,7 @@ class GraphState:
             relationships=dict(self.relationships),
             aliases=dict(self.aliases),
             ledger=self.ledger.copy(),
+            max_alias_depth=self.max_alias_depth,
         )
 
 
@@ -202,6 +206,14 @@ class GraphView(LedgerView, ClosingContext):
     async def upsert_alias(self, tenant_id: TenantId, alias: Alias) -> None:
         with _scoped(tenant_id, "upsert_alias") as part:
             part.only([alias], _tenant_of)
+            pairs = {
+                absorbed: row.canonical_id
+                for (t, absorbed), row in self._graph.aliases.items()
+                if t == part.tenant
+            }
+            check_alias_write(
+                part.tenant, pairs, alias.alias_id, alias.canonical_id, self._graph.max_alias_depth
+            )
             self._graph.aliases[(part.tenant, alias.alias_id)] = _alias(alias)
 
     async def remove_alias(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
@@ -228,13 +240,15 @@ class GraphView(LedgerView, ClosingContext):
             resolved: dict[EntityId, EntityId] = {}
             for start in entity_ids:
                 current = start
-                for _ in range(bound):
+                hops = 0
+                for hops in range(bound):  # noqa: B007 (read after the loop)
                     alias = part.one(aliases.get((part.tenant, current)), _tenant_of)
                     if alias is None:
                         break
                     current = alias.canonical_id
                 else:
                     raise AliasCycleError(part.tenant, start)
+                check_resolved_depth(part.tenant, start, hops, self._graph.max_alias_depth)
                 resolved[start] = current
             return resolved
 
@@ -335,8 +349,8 @@ class GraphView(LedgerView, ClosingContext):
 class InMemoryGraphStore(ClosingContext):
     """The reference ``ProjectedGraphStore``."""
 
-    def __init__(self) -> None:
-        self._committed = GraphState()
+    def __init__(self, *, max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH) -> None:
+        self._committed = GraphState(max_alias_depth=max_alias_depth)
         self._lock = asyncio.Lock()
         self._holder: asyncio.Task[object] | None = None
         self._closed = False

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_alias_write, check_resolved_depth
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.memory.ledger import LedgerState, LedgerView
 from contracts.domain import (
@@ -47,6 +48,8 @@ class VectorState:
     #: (tenant, absorbed id) -> the id it was merged into.
     aliases: dict[tuple[TenantId, EntityId], EntityId] = field(default_factory=dict)
     ledger: LedgerState = field(default_factory=LedgerState)
+    #: Alias hops from any id to its canonical (adapters.alias_depth).
+    max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH
 
     def copy(self) -> VectorState:
         # Stored records are frozen and never mutated in place (an upsert
@@ -56,6 +59,7 @@ class VectorState:
             records=dict(self.records),
             aliases=dict(self.aliases),
             ledger=self.ledger.copy(),
+            max_alias_depth=self.max_alias_depth,
         )
 
 
@@ -149,6 +153,14 @@ class VectorView(LedgerView, ClosingContext):
             raise ValueError(f"alias {alias_id!r} would point at itself")
         with tenant_scope(tenant_id):
             partition = Partition.current(where="memory.vector.hide_merged")
+            pairs = {
+                absorbed: canonical
+                for (t, absorbed), canonical in self._state.aliases.items()
+                if t == partition.tenant
+            }
+            check_alias_write(
+                partition.tenant, pairs, alias_id, canonical_id, self._state.max_alias_depth
+            )
             self._state.aliases[(partition.tenant, alias_id)] = canonical_id
 
     async def unhide(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
@@ -223,13 +235,15 @@ class VectorView(LedgerView, ClosingContext):
             resolved: dict[EntityId, EntityId] = {}
             for start in entity_ids:
                 current = start
-                for _ in range(limit):
+                hops = 0
+                for hops in range(limit):  # noqa: B007 (read after the loop)
                     parent = aliases.get((tenant, current))
                     if parent is None:
                         break
                     current = parent
                 else:
                     raise AliasCycleError(tenant, start)
+                check_resolved_depth(tenant, start, hops, self._state.max_alias_depth)
                 resolved[start] = current
             return resolved
 
@@ -247,9 +261,11 @@ class InMemoryVectorStore(ClosingContext):
     in for a real store's lock on the partition's checkpoint row.
     """
 
-    def __init__(self, identity: EmbeddingIdentity) -> None:
+    def __init__(
+        self, identity: EmbeddingIdentity, *, max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH
+    ) -> None:
         self._identity = identity
-        self._state = VectorState()
+        self._state = VectorState(max_alias_depth=max_alias_depth)
         self._lock = asyncio.Lock()
         self._holder: asyncio.Task[Any] | None = None
 

@@ -105,12 +105,29 @@ UNWIND $ids AS id
 MATCH (s:AliasId {tenant_id: $tenant, id: id})
 WHERE EXISTS { (s)-[:ALIAS_OF]->() }
 CALL (s) {
-  OPTIONAL MATCH (s)-[:ALIAS_OF*]->(end:AliasId)
+  OPTIONAL MATCH walk = (s)-[:ALIAS_OF*]->(end:AliasId)
   WHERE NOT EXISTS { (end)-[:ALIAS_OF]->() }
-  RETURN collect(end.id) AS ends, collect(end.tenant_id) AS tenants
+  RETURN collect(end.id) AS ends, collect(end.tenant_id) AS tenants, max(length(walk)) AS hops
 }
-RETURN id, s.tenant_id AS tenant_id, ends, tenants
+RETURN id, s.tenant_id AS tenant_id, ends, tenants, hops
 """
+
+
+def alias_depths(limit: int) -> str:
+    """Before writing ``$alias_id -> $canonical_id``: the longest chain of
+    aliases ending at the absorbed id, and the hops from the canonical to its
+    end, each counted up to ``limit + 1`` (adapters.alias_depth). A pattern's
+    length bound cannot be a parameter; ``limit`` is an int."""
+    hops = int(limit) + 1
+    return f"""
+OPTIONAL MATCH below = (:AliasId)-[:ALIAS_OF*1..{hops}]->
+  (:AliasId {{tenant_id: $tenant, id: $alias_id}})
+WITH max(length(below)) AS below
+OPTIONAL MATCH above = (:AliasId {{tenant_id: $tenant, id: $canonical_id}})
+  -[:ALIAS_OF*1..{hops}]->(:AliasId)
+RETURN coalesce(below, 0) AS below, coalesce(max(length(above)), 0) AS above
+"""
+
 
 # -- relationships ---------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Self
 from neo4j import AsyncDriver, AsyncGraphDatabase, NotificationMinimumSeverity
 from neo4j.exceptions import DriverError, Neo4jError
 
+from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
 from adapters.neo4j.runner import Blame, ManagedRunner, TransactionRunner, translate
 from adapters.neo4j.schema import bootstrap
 from adapters.neo4j.view import Neo4jGraphView
@@ -36,8 +37,14 @@ class Neo4jGraphStore(Neo4jGraphView):
     """The store over a driver. ``owns_driver``: close the driver on ``aclose``."""
 
     def __init__(
-        self, driver: AsyncDriver, database: str = DEFAULT_DATABASE, *, owns_driver: bool = True
+        self,
+        driver: AsyncDriver,
+        database: str = DEFAULT_DATABASE,
+        *,
+        owns_driver: bool = True,
+        max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
     ) -> None:
+        self.max_alias_depth = max_alias_depth
         # Tasks inside a unit of work: a direct write from one would wait on
         # locks its own transaction holds.
         self._holders: set[asyncio.Task[Any]] = set()
@@ -55,6 +62,7 @@ class Neo4jGraphStore(Neo4jGraphView):
         password: str,
         *,
         database: str = DEFAULT_DATABASE,
+        max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
         **driver_config: Any,
     ) -> Self:
         """Connect, bootstrap the schema (idempotent), and return the store."""
@@ -68,7 +76,7 @@ class Neo4jGraphStore(Neo4jGraphView):
         except BaseException:
             await driver.close()
             raise
-        return cls(driver, database)
+        return cls(driver, database, max_alias_depth=max_alias_depth)
 
     @asynccontextmanager
     async def unit_of_work(self, partition: StreamPartition) -> AsyncIterator[GraphUnitOfWork]:
@@ -88,6 +96,7 @@ class Neo4jGraphStore(Neo4jGraphView):
                     raise translate(exc, Blame("begin a unit of work")) from exc
                 runner = TransactionRunner(tx)
                 uow = Neo4jGraphView(runner)
+                uow.max_alias_depth = self.max_alias_depth
                 try:
                     await uow._lock_partition(partition)
                     yield uow

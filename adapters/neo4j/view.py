@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_resolved_depth
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.neo4j import cypher as q
 from adapters.neo4j.ledger import LedgerOps
@@ -34,7 +35,12 @@ from adapters.neo4j.rows import (
 )
 from adapters.neo4j.runner import Blame
 from contracts.domain import Alias, Entity, ErasureSweep, Relationship, RelationshipKey
-from contracts.errors import AliasCycleError, MissingEntityError, PermanentStoreError
+from contracts.errors import (
+    AliasChainTooDeepError,
+    AliasCycleError,
+    MissingEntityError,
+    PermanentStoreError,
+)
 from contracts.ids import EntityId, TenantId
 from contracts.ports.lifecycle import ClosingContext
 
@@ -58,6 +64,10 @@ def _scoped(tenant_id: TenantId, method: str) -> Iterator[Partition]:
 
 
 class Neo4jGraphView(LedgerOps, ClosingContext):
+    #: Alias hops from any id to its canonical (adapters.alias_depth); the
+    #: store sets it, and gives its units of work the same.
+    max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH
+
     async def aclose(self) -> None:
         """A unit of work ends with its ``async with``; there is nothing to release."""
 
@@ -145,6 +155,16 @@ class Neo4jGraphView(LedgerOps, ClosingContext):
     async def upsert_alias(self, tenant_id: TenantId, alias: Alias) -> None:
         with _scoped(tenant_id, "upsert_alias") as part:
             part.only([alias], _tenant_of)
+            limit = self.max_alias_depth
+            [depths] = await self._run(
+                q.alias_depths(limit),
+                part,
+                write=False,
+                alias_id=alias.alias_id,
+                canonical_id=alias.canonical_id,
+            )
+            if depths["below"] + 1 + depths["above"] > limit:
+                raise AliasChainTooDeepError(part.tenant, alias.alias_id, limit)
             await self._run(
                 q.UPSERT_ALIAS,
                 part,
@@ -197,6 +217,7 @@ class Neo4jGraphView(LedgerOps, ClosingContext):
                         f"tenant {part.tenant!r}: alias chain of {start!r} forks into "
                         f"{sorted(ends)}; an id has at most one canonical (corrupt store)"
                     )
+                check_resolved_depth(part.tenant, start, walk["hops"], self.max_alias_depth)
                 resolved[start] = EntityId(ends.pop())
             return resolved
 

@@ -103,6 +103,32 @@ class Statements:
         return f"DELETE FROM {self.s}.vector_aliases WHERE tenant_id = $1 AND alias_id = $2"
 
     @property
+    def alias_depths(self) -> str:
+        """$1 tenant, $2 absorbed id, $3 canonical id, $4 limit: before
+        writing $2 -> $3, the longest chain of aliases ending at $2 and the
+        hops from $3 to its end, each counted up to $4 + 1
+        (adapters.alias_depth)."""
+        return (
+            "WITH RECURSIVE"
+            " below(id, depth) AS ("
+            "  SELECT $2::text, 0"
+            "  UNION ALL"
+            "  SELECT a.alias_id, b.depth + 1 FROM below b"
+            f"  JOIN {self.s}.vector_aliases a ON a.tenant_id = $1 AND a.canonical_id = b.id"
+            "  WHERE b.depth <= $4"
+            " ) CYCLE id SET looped USING path,"
+            " above(id, depth) AS ("
+            "  SELECT $3::text, 0"
+            "  UNION ALL"
+            "  SELECT a.canonical_id, u.depth + 1 FROM above u"
+            f"  JOIN {self.s}.vector_aliases a ON a.tenant_id = $1 AND a.alias_id = u.id"
+            "  WHERE u.depth <= $4"
+            " ) CYCLE id SET looped USING path"
+            " SELECT (SELECT max(depth) FROM below) AS below,"
+            " (SELECT max(depth) FROM above) AS above"
+        )
+
+    @property
     def resolve(self) -> str:
         """$1 tenant, $2 start ids: every step of every chain, with a flag on
         the step that revisits an id (a corrupt cycle); the walk stops there."""

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import asyncpg
 from pgvector.asyncpg import register_vector
 
+from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
 from adapters.pgvector import vectors
 from adapters.pgvector.errors import (
     RetryPolicy,
@@ -96,7 +97,9 @@ class PgVectorStore(ClosingContext):
         *,
         approximate: bool,
         retry: RetryPolicy,
+        max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
     ) -> None:
+        self.max_alias_depth = max_alias_depth  # adapters.alias_depth
         self._pool = pool
         self._sql = sql
         self._identity = identity
@@ -117,6 +120,7 @@ class PgVectorStore(ClosingContext):
         max_size: int = 10,
         hnsw: bool = False,
         retry: RetryPolicy | None = None,
+        max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
     ) -> PgVectorStore:
         """Migrate ``schema`` (idempotent; safe from several workers at once),
         check or record ``identity`` (``EmbeddingIdentityMismatchError`` if the
@@ -154,7 +158,14 @@ class PgVectorStore(ClosingContext):
                 )
 
         pool = await with_retries(policy, create_pool)
-        return cls(pool, sql, identity, approximate=hnsw, retry=policy)
+        return cls(
+            pool,
+            sql,
+            identity,
+            approximate=hnsw,
+            retry=policy,
+            max_alias_depth=max_alias_depth,
+        )
 
     @property
     def identity(self) -> EmbeddingIdentity:
@@ -169,7 +180,9 @@ class PgVectorStore(ClosingContext):
         return self._sql.schema
 
     def _ops(self, conn: asyncpg.Connection) -> Operations:
-        return Operations(conn, self._sql, self._identity, self._approximate)
+        ops = Operations(conn, self._sql, self._identity, self._approximate)
+        ops.max_alias_depth = self.max_alias_depth
+        return ops
 
     def _refuse_inside_own_unit_of_work(self) -> None:
         task = asyncio.current_task()

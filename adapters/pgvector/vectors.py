@@ -19,6 +19,7 @@ from typing import Any
 import asyncpg
 from pgvector import Vector
 
+from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_resolved_depth
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.pgvector.codec import (
     decode_metadata,
@@ -30,7 +31,12 @@ from adapters.pgvector.codec import (
 from adapters.pgvector.errors import translated
 from adapters.pgvector.sql import Statements
 from contracts.domain import EmbeddingIdentity, ErasureSweep, VectorMatch, VectorRecord
-from contracts.errors import AliasCycleError, DimensionMismatchError, PermanentStoreError
+from contracts.errors import (
+    AliasChainTooDeepError,
+    AliasCycleError,
+    DimensionMismatchError,
+    PermanentStoreError,
+)
 from contracts.ids import EntityId, TenantId, check_id_text
 
 __all__ = ["DELETE_BATCH", "SearchPlan", "UpsertPlan", "VectorOps", "plan_search", "plan_upsert"]
@@ -109,6 +115,10 @@ def plan_search(
 
 
 class VectorOps:
+    #: Alias hops from any id to its canonical (adapters.alias_depth); the
+    #: store sets it on every view it makes.
+    max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH
+
     def __init__(
         self,
         conn: asyncpg.Connection,
@@ -175,6 +185,13 @@ class VectorOps:
                 f"{where}: tenant {tenant!r}: ids {alias_id!r}, {canonical_id!r} "
                 "cannot be stored as Postgres text"
             )
+        limit = self.max_alias_depth
+        with translated(where):
+            depths = await self._conn.fetchrow(
+                self._sql.alias_depths, tenant, alias_id, canonical_id, limit
+            )
+        if depths is not None and depths["below"] + 1 + depths["above"] > limit:
+            raise AliasChainTooDeepError(tenant, alias_id, limit)
         with translated(where):
             await self._conn.execute(self._sql.hide, tenant, alias_id, canonical_id)
 
@@ -276,5 +293,7 @@ class VectorOps:
         for start in starts:
             if start in looped:
                 raise AliasCycleError(tenant, start)
+            if start in steps:
+                check_resolved_depth(tenant, start, steps[start][0], self.max_alias_depth)
             resolved[start] = EntityId(steps[start][1]) if start in steps else start
         return resolved

@@ -4,9 +4,12 @@ that raise instead of hanging."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from contracts.errors import AliasCycleError
+from contracts.errors import AliasChainTooDeepError, AliasCycleError
+from contracts.limits import DEFAULT_MAX_ALIAS_DEPTH
 from contracts.ports.graph import ProjectedGraphStore
 from tests.compliance.graph_support import HANG_TIMEOUT, alias, eid, ent, fresh_tenant, rel
 
@@ -30,6 +33,48 @@ class AliasTier:
             await store.upsert_alias(t, alias(t, absorbed, canonical))
         resolved = await store.resolve_entity_ids(t, [eid(i) for i in "dcba"])
         assert resolved == {"d": "a", "c": "a", "b": "a", "a": "a"}
+
+    async def test_an_alias_making_a_chain_longer_than_the_limit_is_refused(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        """A chain of the limit's length is written and resolves; one more hop,
+        at either end, raises and writes nothing (adapters.alias_depth)."""
+        t = fresh_tenant()
+        chain = [f"n{i}" for i in range(DEFAULT_MAX_ALIAS_DEPTH + 1)]
+        for absorbed, canonical in itertools.pairwise(chain):
+            await store.upsert_alias(t, alias(t, absorbed, canonical))
+        assert await store.resolve_entity_ids(t, [eid(chain[0])]) == {chain[0]: chain[-1]}
+        for absorbed, canonical in (("below", chain[0]), (chain[-1], "above")):
+            with pytest.raises(AliasChainTooDeepError) as raised:
+                await store.upsert_alias(t, alias(t, absorbed, canonical))
+            assert raised.value.tenant_id == t
+        assert await store.resolve_entity_ids(t, [eid("below"), eid(chain[0])]) == {
+            "below": "below",
+            chain[0]: chain[-1],
+        }
+        assert await store.find_aliases(t, eid(chain[0])) == []
+
+    @pytest.mark.parametrize("extra", [0, 1])
+    async def test_joining_two_chains_counts_the_hops_of_both(
+        self, store: ProjectedGraphStore, extra: int
+    ) -> None:
+        """``a_k -> b_0`` joins a chain of k hops below to one of m above: k + 1 + m
+        hops, allowed up to the limit and refused past it."""
+        t = fresh_tenant()
+        below = DEFAULT_MAX_ALIAS_DEPTH // 2
+        above = DEFAULT_MAX_ALIAS_DEPTH - 1 - below + extra
+        a = [f"a{i}" for i in range(below + 1)]
+        b = [f"b{i}" for i in range(above + 1)]
+        for chain in (a, b):
+            for absorbed, canonical in itertools.pairwise(chain):
+                await store.upsert_alias(t, alias(t, absorbed, canonical))
+        if extra:
+            with pytest.raises(AliasChainTooDeepError):
+                await store.upsert_alias(t, alias(t, a[-1], b[0]))
+            assert await store.resolve_entity_ids(t, [eid(a[0])]) == {a[0]: a[-1]}
+        else:
+            await store.upsert_alias(t, alias(t, a[-1], b[0]))
+            assert await store.resolve_entity_ids(t, [eid(a[0])]) == {a[0]: b[-1]}
 
     async def test_resolution_is_batched_and_keeps_every_id_asked(
         self, store: ProjectedGraphStore

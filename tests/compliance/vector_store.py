@@ -31,8 +31,14 @@ from hypothesis import strategies as st
 
 from adapters.embedding import HashingEmbedder
 from contracts.domain import ENTITY_TYPE_KEY, StreamPartition, VectorMatch, VectorRecord
-from contracts.errors import AliasCycleError, DimensionMismatchError, TenantIsolationError
+from contracts.errors import (
+    AliasChainTooDeepError,
+    AliasCycleError,
+    DimensionMismatchError,
+    TenantIsolationError,
+)
 from contracts.ids import EntityId, TenantId
+from contracts.limits import DEFAULT_MAX_ALIAS_DEPTH
 from contracts.ports.ledger import NO_CHECKPOINT
 from contracts.ports.vector import ProjectedVectorStore, VectorUnitOfWork
 from tests.compliance.vector_strategies import (
@@ -490,6 +496,47 @@ class VectorStoreCompliance:
             with pytest.raises(AliasCycleError) as raised:
                 await store.resolve_entity_ids(tenant, [start])
             assert raised.value.tenant_id == tenant
+
+    async def test_an_alias_making_a_chain_longer_than_the_limit_is_refused(
+        self, store: ProjectedVectorStore
+    ) -> None:
+        """A chain of the limit's length is written and resolves; one more hop,
+        at either end, raises and writes nothing (adapters.alias_depth)."""
+        tenant = new_tenant()
+        chain = [e(f"n{i}") for i in range(DEFAULT_MAX_ALIAS_DEPTH + 1)]
+        for absorbed, canonical in itertools.pairwise(chain):
+            await store.hide_merged(tenant, absorbed, canonical)
+        assert await store.resolve_entity_ids(tenant, [chain[0]]) == {chain[0]: chain[-1]}
+        for absorbed, canonical in ((e("below"), chain[0]), (chain[-1], e("above"))):
+            with pytest.raises(AliasChainTooDeepError) as raised:
+                await store.hide_merged(tenant, absorbed, canonical)
+            assert raised.value.tenant_id == tenant
+        assert await store.resolve_entity_ids(tenant, [e("below"), chain[0]]) == {
+            "below": "below",
+            chain[0]: chain[-1],
+        }
+
+    @pytest.mark.parametrize("extra", [0, 1])
+    async def test_joining_two_chains_counts_the_hops_of_both(
+        self, store: ProjectedVectorStore, extra: int
+    ) -> None:
+        """``a_k -> b_0`` joins a chain of k hops below to one of m above: k + 1 + m
+        hops, allowed up to the limit and refused past it."""
+        tenant = new_tenant()
+        below = DEFAULT_MAX_ALIAS_DEPTH // 2
+        above = DEFAULT_MAX_ALIAS_DEPTH - 1 - below + extra
+        a = [e(f"a{i}") for i in range(below + 1)]
+        b = [e(f"b{i}") for i in range(above + 1)]
+        for chain in (a, b):
+            for absorbed, canonical in itertools.pairwise(chain):
+                await store.hide_merged(tenant, absorbed, canonical)
+        if extra:
+            with pytest.raises(AliasChainTooDeepError):
+                await store.hide_merged(tenant, a[-1], b[0])
+            assert await store.resolve_entity_ids(tenant, [a[0]]) == {a[0]: a[-1]}
+        else:
+            await store.hide_merged(tenant, a[-1], b[0])
+            assert await store.resolve_entity_ids(tenant, [a[0]]) == {a[0]: b[-1]}
 
     # -- copies ---------------------------------------------------------------
 

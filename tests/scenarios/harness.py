@@ -132,16 +132,26 @@ class Stores:
         return await snapshot(self.graph, self.vector, TenantId(tenant), ids)
 
 
+#: Entities per embedding call and store write in the scenarios.
+SCENARIO_CHUNK = 2
+
+
 class Worker:
     """One agent incarnation: its own projection objects over shared stores."""
 
     def __init__(self, stores: Stores, log_start: int) -> None:
         self.stores = stores
         self.log_start = log_start
-        self.graph = GraphProjection(CrashingStore(stores.graph, stores.graph_trip))  # type: ignore[arg-type]
+        # Chunks of 2: every multi-entity run is embedded and written in
+        # several calls, which must change nothing (projections.chunks).
+        self.graph = GraphProjection(
+            CrashingStore(stores.graph, stores.graph_trip),  # type: ignore[arg-type]
+            chunk=SCENARIO_CHUNK,
+        )
         self.vector = VectorProjection(
             CrashingStore(stores.vector, stores.vector_trip),  # type: ignore[arg-type]
             stores.embedder,
+            chunk=SCENARIO_CHUNK,
         )
 
     async def needed(self) -> int:

@@ -395,11 +395,17 @@ class _FutureEnvelope(_EnvelopeFields):
 
 
 class _Envelope(_EnvelopeFields):
+    key_id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="The id of the control key that signed the event; required on "
+        "control events (contracts/signing.py).",
+    )
     signature: str | None = Field(
         default=None,
         pattern=r"^[0-9a-f]{64}$",
-        description="HMAC-SHA256 (64 lowercase hex digits) over the canonical envelope; "
-        "required on control events.",
+        description="HMAC-SHA256 (64 lowercase hex digits) over the events topic's id, "
+        "key_id and the canonical envelope; required on control events.",
     )
 
     @property

@@ -66,7 +66,9 @@ class Admission:
         if tenant is None:
             return Verdict.SKIP
         stone = await self.tombstone(ledger, tenant)
-        if stone is not None and offset <= stone.offset:
+        # An offset means something on its own partition only: a tombstone
+        # does not judge the tenant's records on another (docs/semantics.md).
+        if stone is not None and stone.partition == self.partition and offset <= stone.offset:
             return Verdict.SKIP
         marker = self.markers.get(tenant)
         if marker is not None and marker.state == "rebuilding":

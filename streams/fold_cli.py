@@ -8,9 +8,9 @@ JSON.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from contracts.events import (
     Event,
 )
 from contracts.ids import EntityId, TenantId
+from contracts.signing import ControlKeys
 from projections.driver import drive
 from projections.fold import Fold
 from projections.graph import GraphProjection
@@ -35,6 +36,7 @@ from projections.records import LogRecord
 from projections.snapshot import canonical_json, snapshot
 from projections.vector import VectorProjection
 from streams.decode import decode
+from streams.settings import Settings
 
 DRY_RUN_PARTITION = StreamPartition(topic="events", partition=0, topic_id="dry-run")
 
@@ -67,14 +69,22 @@ class DryRun:
 async def fold_lines(
     lines: Sequence[bytes | None],
     *,
-    control_key: bytes | None,
+    control_key: ControlKeys | bytes | None,
     trust_unsigned: bool,
     batch_size: int,
     keys: Sequence[bytes | None] | None = None,
+    topic_id: str = "",
+    partition: int | None = None,
+    partitions: int | None = None,
+    logged_at: Sequence[datetime | None] | None = None,
+    max_age: timedelta | None = None,
 ) -> DryRun:
     """Fold ``lines`` (Kafka values, in log order) into fresh in-memory stores.
     ``keys``: the records' Kafka keys, checked as the workers check them; a
-    file of envelopes has none, and each envelope's tenant stands for its key."""
+    file of envelopes has none, and each envelope's tenant stands for its key.
+    Control events verify for ``topic_id``; ``partition`` of ``partitions``,
+    ``logged_at`` (Kafka timestamps) and ``max_age``: as the workers judge
+    records read from a partition (streams.decode.decode)."""
     if keys is not None and len(keys) != len(lines):
         raise ValueError(f"{len(keys)} keys for {len(lines)} values")
     log: list[LogRecord] = []
@@ -87,6 +97,11 @@ async def fold_lines(
                 None if keys is None else keys[offset],
                 line,
                 control_key,
+                topic_id=topic_id,
+                partition=partition,
+                partitions=partitions,
+                logged_at=None if logged_at is None else logged_at[offset],
+                max_age=max_age,
                 trust_unsigned=trust_unsigned,
                 keyless=keys is None,
             )
@@ -132,18 +147,35 @@ async def fold_lines(
     help="Accept unsigned control events (a dry run without the control key).",
 )
 @click.option("--batch-size", default=500, show_default=True, help="Events per batch.")
-def fold_command(events: Path, out: Path | None, trust_unsigned: bool, batch_size: int) -> None:
+@click.option(
+    "--topic-id",
+    default="",
+    show_default=True,
+    help="The Kafka topic id control events were signed for ('redstring topics describe' "
+    "shows it; empty: events signed without a topic, as tests and demos sign them).",
+)
+def fold_command(
+    events: Path, out: Path | None, trust_unsigned: bool, batch_size: int, topic_id: str
+) -> None:
     """Apply EVENTS (one JSON envelope per line) to fresh in-memory stores and
     print the resulting state as canonical JSON.
 
     Positions are assigned in file order on one partition. Values that would be
     dead-lettered are listed on stderr with their reasons. Control events are
-    verified with REDSTRING_CONTROL_KEY, as the workers verify them.
+    verified with REDSTRING_CONTROL_KEYS and REDSTRING_CONTROL_KEY, for the
+    topic id --topic-id, as the workers verify them. A file has no Kafka
+    timestamps, so their age (REDSTRING_CONTROL_MAX_AGE_S) is not judged.
     """
     lines = [line for line in events.read_bytes().splitlines() if line.strip()]
-    key = os.environ.get("REDSTRING_CONTROL_KEY", "").encode() or None
+    keys = Settings().control_keyring()
     result = asyncio.run(
-        fold_lines(lines, control_key=key, trust_unsigned=trust_unsigned, batch_size=batch_size)
+        fold_lines(
+            lines,
+            control_key=keys,
+            trust_unsigned=trust_unsigned,
+            batch_size=batch_size,
+            topic_id=topic_id,
+        )
     )
     for offset, reason in result.dead_letters:
         click.echo(f"dead letter: line {offset + 1}: {reason}", err=True)

@@ -26,12 +26,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from contracts.domain import StreamPartition
 from contracts.errors import SchemaVersionTooNewError, is_transient
 from contracts.events import TenantReplayRequestedEvent
+from contracts.signing import ControlKeys
 from projections.fold import Fold, Verdicts
 from projections.records import FoldReport, LogRecord
 from streams.decode import decode
@@ -74,6 +76,8 @@ class RawRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    #: The record's Kafka timestamp (when it reached the log), if it has one.
+    logged_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,8 +166,10 @@ class Projector:
         *,
         topic: str,
         topic_id: str,
-        control_key: bytes | None,
+        control_key: ControlKeys | bytes | None,
         metrics: Metrics,
+        partitions: int | None = None,
+        control_max_age: timedelta | None = None,
         log_start: Callable[[int], Awaitable[int]] | None = None,
         max_backoff: float = 30.0,
         max_attempts: int = 5,
@@ -175,6 +181,8 @@ class Projector:
         self.topic = topic
         self.topic_id = topic_id
         self.control_key = control_key
+        self.partitions = partitions  # the topic's partition count, to check each record's
+        self.control_max_age = control_max_age
         self.metrics = metrics
         self._log_start = log_start
         self.max_backoff = max_backoff
@@ -311,7 +319,17 @@ class Projector:
                     # Let the other partitions' units of work move on meanwhile.
                     await asyncio.sleep(0)
                 try:
-                    decoded = decode(raw.offset, raw.key, raw.value, self.control_key)
+                    decoded = decode(
+                        raw.offset,
+                        raw.key,
+                        raw.value,
+                        self.control_key,
+                        topic_id=self.topic_id,
+                        partition=partition,
+                        partitions=self.partitions,
+                        logged_at=raw.logged_at,
+                        max_age=self.control_max_age,
+                    )
                 except SchemaVersionTooNewError as exc:
                     pause = str(exc)
                     break

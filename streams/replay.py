@@ -58,12 +58,18 @@ def locate(settings: Settings, tenant: TenantId) -> Target:
 async def publish_control(
     settings: Settings, event_type: str, tenant: TenantId, who: str
 ) -> Position:
-    key = settings.control_key_bytes()
-    if key is None:
+    """Sign (for the events topic's id, with the signing key's id) and publish
+    a control event for ``tenant``."""
+    keys = settings.control_keyring()
+    if not keys:
         raise ReplayRefused(
-            "REDSTRING_CONTROL_KEY is not set: control events must be signed with the workers' key"
+            "no control key is set (REDSTRING_CONTROL_KEYS or REDSTRING_CONTROL_KEY): "
+            "control events must be signed with one of the workers' keys"
         )
-    event = signing.sign(make_event(event_type, tenant, {"requested_by": who}), key)
+    info = await asyncio.to_thread(describe_topic, settings)
+    event = signing.sign(
+        make_event(event_type, tenant, {"requested_by": who}), keys, topic_id=info.topic_id
+    )
     async with Publisher(settings) as publisher:
         return await publisher.publish(event)
 

@@ -6,10 +6,13 @@ secrets are ``SecretStr`` so they never appear in logs or reprs.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from contracts.signing import DEFAULT_KEY_ID, ControlKeys
 
 
 class Settings(BaseSettings):
@@ -49,7 +52,26 @@ class Settings(BaseSettings):
 
     # Projection
     control_key: SecretStr = Field(
-        SecretStr(""), description="HMAC key that signs replay and erasure control events."
+        SecretStr(""),
+        description="One HMAC key for replay and erasure control events; its key id is "
+        "'default'. Kept for single-key deployments: see REDSTRING_CONTROL_KEYS.",
+    )
+    control_keys: SecretStr = Field(
+        SecretStr(""),
+        description="Control keys by id, oldest first: 'id1:secret1,id2:secret2'. Workers "
+        "verify with any of them (and REDSTRING_CONTROL_KEY as id 'default'); keep old ids "
+        "configured so earlier erasures stay valid.",
+    )
+    control_key_id: str | None = Field(
+        None,
+        description="The key id that signs new control events (default: the last of "
+        "REDSTRING_CONTROL_KEYS, else 'default').",
+    )
+    control_max_age_s: float = Field(
+        86400.0,
+        gt=0,
+        description="A control event whose occurred_at is more than this many seconds before "
+        "its record's Kafka timestamp (or over 5 minutes after it) is dead-lettered.",
     )
     batch_size: int = Field(2000, ge=1, description="Events per batch.")
     batch_wait_ms: int = Field(200, ge=0, description="How long to wait to fill a batch.")
@@ -80,6 +102,28 @@ class Settings(BaseSettings):
 
     def control_key_bytes(self) -> bytes | None:
         return self.control_key.get_secret_value().encode() or None
+
+    def control_keyring(self) -> ControlKeys:
+        """Every configured control key by id: REDSTRING_CONTROL_KEY as id
+        'default', then REDSTRING_CONTROL_KEYS (the last of which signs, unless
+        REDSTRING_CONTROL_KEY_ID names another)."""
+        keys: dict[str, bytes] = {}
+        single = self.control_key_bytes()
+        if single is not None:
+            keys[DEFAULT_KEY_ID] = single
+        for key_id, secret in ControlKeys.parse(self.control_keys.get_secret_value()).items():
+            if key_id in keys and keys[key_id] != secret:
+                raise ValueError(
+                    f"control key id {key_id!r} is given twice with different secrets "
+                    "(REDSTRING_CONTROL_KEY is id 'default')"
+                )
+            keys.pop(key_id, None)
+            keys[key_id] = secret
+        return ControlKeys(keys, self.control_key_id)
+
+    @property
+    def control_max_age(self) -> timedelta:
+        return timedelta(seconds=self.control_max_age_s)
 
     def kafka_client_config(self) -> dict[str, Any]:
         """librdkafka (confluent-kafka) settings shared by every client."""

@@ -60,7 +60,14 @@ def create_topics(settings: Settings, partitions: int | None = None) -> dict[str
     count = partitions or settings.partitions
     admin = admin_client(settings)
     wanted = [
-        NewTopic(settings.topic, count, settings.replication_factor, config=UNLIMITED),
+        # The broker stamps each record as it appends it, so a control event's
+        # age is judged against a time no producer sets (docs/adr/0008).
+        NewTopic(
+            settings.topic,
+            count,
+            settings.replication_factor,
+            config={**UNLIMITED, "message.timestamp.type": "LogAppendTime"},
+        ),
         NewTopic(settings.dlq_topic, 1, settings.replication_factor, config=UNLIMITED),
     ]
     outcome: dict[str, str] = {}

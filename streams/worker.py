@@ -39,6 +39,12 @@ from streams.topics import check_topics
 log = logging.getLogger("redstring.worker")
 
 
+def _logged_at(message: Any) -> datetime | None:
+    """A Faust message's Kafka timestamp (seconds since the epoch), if any."""
+    stamp = getattr(message, "timestamp", None)
+    return datetime.fromtimestamp(stamp, UTC) if stamp and stamp > 0 else None
+
+
 class FaustConsumer:
     """streams.loop.Consumer over Faust's consumer, for the events topic."""
 
@@ -124,8 +130,10 @@ class Runtime:
                     self.sink,
                     topic=self.settings.topic,
                     topic_id=self.topic_id,
-                    control_key=self.settings.control_key_bytes(),
+                    control_key=self.settings.control_keyring(),
                     metrics=self.metrics,
+                    partitions=info.partition_count,
+                    control_max_age=self.settings.control_max_age,
                     log_start=self.consumer.log_start,
                     probe=self.probe.first_record_at,
                 )
@@ -151,7 +159,7 @@ class Runtime:
         for event in events:
             message = event.message
             batch.setdefault(message.partition, []).append(
-                RawRecord(message.offset, message.key, message.value)
+                RawRecord(message.offset, message.key, message.value, _logged_at(message))
             )
         await loop.on_batch(batch)
 

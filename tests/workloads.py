@@ -39,6 +39,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from hypothesis import strategies as st
@@ -51,11 +52,12 @@ from contracts.events import (
     Event,
     event_to_dict,
     event_to_json,
+    parse_event_dict,
 )
 from streams.partitioning import partition_for
 from tests.scenarios import generators
 from tests.scenarios.harness import oracle_refused_offsets
-from tests.scenarios.histories import CONTROL_KEY, LogBuilder, Record, Rel, Scenario
+from tests.scenarios.histories import CONTROL_KEY, TOPIC_ID, LogBuilder, Record, Rel, Scenario
 from tests.scenarios.oracle import Oracle, resolve
 
 T = TypeVar("T")
@@ -159,6 +161,8 @@ class Workload:
     partitions: int
     duplication: str
     control_key: bytes
+    #: The topic id its control events are signed for.
+    topic_id: str = TOPIC_ID
 
     def partition_logs(self) -> dict[int, list[Record]]:
         """Each partition's records as the oracle takes them, in log order."""
@@ -242,13 +246,31 @@ class _Step:
     value: bytes
 
 
+def restamped(event: Event, when: datetime) -> Event:
+    """``event`` with ``occurred_at`` set to ``when`` (and unsigned)."""
+    data = event_to_dict(event)
+    data.pop("signature", None)
+    data.pop("key_id", None)
+    data["occurred_at"] = when.isoformat()
+    return parse_event_dict(data)
+
+
 class _TenantHistory:
     """Draws one tenant's history; an oracle beside it only aims the choices."""
 
-    def __init__(self, chooser: Chooser, tenant: str, control_key: bytes) -> None:
+    def __init__(
+        self,
+        chooser: Chooser,
+        tenant: str,
+        control_key: bytes,
+        topic_id: str,
+        signed_at: datetime | None,
+    ) -> None:
         self.c = chooser
         self.tenant = tenant
         self.control_key = control_key
+        self.topic_id = topic_id
+        self.signed_at = signed_at
         self.log = LogBuilder(tenant)
         self.oracle = Oracle()
         self.steps: list[_Step] = []
@@ -288,7 +310,9 @@ class _TenantHistory:
 
     def emit(self, kind: str, event: Event | None, value: bytes | None = None) -> None:
         if event is not None and event.is_control:
-            event = signing.sign(event, self.control_key)
+            if self.signed_at is not None:
+                event = restamped(event, self.signed_at)
+            event = signing.sign(event, self.control_key, topic_id=self.topic_id)
         raw = value if value is not None else event_to_json(event)  # type: ignore[arg-type]
         self.steps.append(_Step(kind, event, raw))
         self._feed()
@@ -399,7 +423,9 @@ class _TenantHistory:
             return event_to_json(self.log.event(TENANT_ERASED, self.tenant, {"requested_by": "x"}))
         if kind == "bad_signature":
             forged = self.log.event(TENANT_REPLAY_REQUESTED, self.tenant, {"requested_by": "x"})
-            return event_to_json(signing.sign(forged, b"not-the-control-key"))
+            return event_to_json(
+                signing.sign(forged, b"not-the-control-key", topic_id=self.topic_id)
+            )
         data = event_to_dict(
             self.log.event(
                 DOCUMENT_EXTRACTED,
@@ -430,18 +456,23 @@ def build_workload(
     duplication: str | None = None,
     rare_one_in: int = 1,
     control_key: bytes = CONTROL_KEY,
+    topic_id: str = TOPIC_ID,
+    signed_at: datetime | None = None,
 ) -> Workload:
     """A workload of ``tenants`` tenants with ``min_steps..max_steps`` steps each
     (a step writes one record; duplication adds copies). ``duplication``: one of
     :data:`DUPLICATIONS`, or None to draw it. Only about one tenant in
     ``rare_one_in`` may draw the :data:`RARE` steps (replay requests and merges
     closing a cycle; other merges never close one). Control events are signed
-    with ``control_key`` (the workers' ``REDSTRING_CONTROL_KEY``)."""
+    with ``control_key`` (the workers' ``REDSTRING_CONTROL_KEY``) for the topic
+    whose Kafka topic id is ``topic_id``, with ``occurred_at`` set to
+    ``signed_at`` when given (workers refuse a control event older than
+    REDSTRING_CONTROL_MAX_AGE_S when published: give the time of publication)."""
     assert tenants >= 1 and 1 <= min_steps <= max_steps and rare_one_in >= 1
     names = [f"{namespace}t{i:03d}" for i in range(tenants)]
     queues: list[list[_Step]] = []
     for name in names:
-        history = _TenantHistory(chooser, name, control_key)
+        history = _TenantHistory(chooser, name, control_key, topic_id, signed_at)
         ops = OPS if chooser.integer(1, rare_one_in) == 1 else _COMMON_OPS
         history.step("extract")  # something to merge, whatever else is drawn
         for _ in range(chooser.integer(min_steps, max_steps) - 1):
@@ -476,7 +507,7 @@ def build_workload(
             )
         )
         next_offset[partition] += 1
-    return Workload(tuple(records), tuple(names), partitions, mode, control_key)
+    return Workload(tuple(records), tuple(names), partitions, mode, control_key, topic_id)
 
 
 def _duplicated(
@@ -509,7 +540,7 @@ def _duplicated(
 def workload_from_seed(seed: int, *, tenants: int = 400, **options: Any) -> Workload:
     """The workload ``random.Random(seed)`` draws; ``options`` are
     :func:`build_workload`'s (namespace, partitions, min_steps, max_steps,
-    duplication, rare_one_in, control_key). Given ``duplication``, the records
+    duplication, rare_one_in, control_key, topic_id, signed_at). Given ``duplication``, the records
     before duplication depend only on the other arguments."""
     return build_workload(RandomChooser(random.Random(seed)), tenants=tenants, **options)
 
@@ -525,7 +556,7 @@ def workloads(
     **options: Any,
 ) -> Workload:
     """Workloads drawn by hypothesis; ``options`` are :func:`build_workload`'s
-    (namespace, partitions, max_steps, duplication, rare_one_in, control_key).
+    (namespace, partitions, max_steps, duplication, rare_one_in, control_key, topic_id, signed_at).
     Shrinking goes toward ``min_tenants`` tenants of ``min_steps`` extractions,
     interleaved tenant by tenant, without duplication (unless it is fixed)."""
     chooser = DrawChooser(draw)

@@ -17,6 +17,7 @@ import itertools
 import json
 import random
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from contracts import signing
@@ -35,7 +36,9 @@ from tests.scenarios.oracle import Oracle, resolve
 POISON = b'{"this is": "not an event"}'
 
 
-def rename(records: Sequence[Record], tenant: dict[str, str], control_key: bytes) -> list[Record]:
+def rename(
+    records: Sequence[Record], tenant: dict[str, str], control_key: bytes, topic_id: str
+) -> list[Record]:
     """The records with every tenant id mapped through ``tenant``; control events
     are signed again (the signature covers the tenant id)."""
     out: list[Record] = []
@@ -47,9 +50,14 @@ def rename(records: Sequence[Record], tenant: dict[str, str], control_key: bytes
         data = event.model_dump(mode="json", exclude_none=True)
         data["tenant_id"] = tenant[str(event.tenant_id)]
         data.pop("signature", None)
+        data.pop("key_id", None)
+        if event.is_control:
+            # Signed now: the workers refuse a control event older than
+            # REDSTRING_CONTROL_MAX_AGE_S when it is published.
+            data["occurred_at"] = datetime.now(UTC).isoformat()
         renamed = parse_event_dict(data)
         if renamed.is_control:
-            renamed = signing.sign(renamed, control_key)
+            renamed = signing.sign(renamed, control_key, topic_id=topic_id)
         out.append((offset, new_key, renamed))
     return out
 

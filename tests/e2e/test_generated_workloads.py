@@ -29,6 +29,7 @@ import asyncio
 import os
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -210,6 +211,8 @@ async def test_generated_workload(
         duplication=duplication,
         rare_one_in=RARE,
         control_key=CONTROL_KEY.encode(),
+        topic_id=deployment.topic_id,
+        signed_at=datetime.now(UTC),
     )
     print(f"\n{mode}: {workload.summary()}")
     shapes = workload.features()

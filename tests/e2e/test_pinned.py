@@ -42,7 +42,7 @@ def _renamed(deployment: Deployment) -> dict[str, list[Record]]:
     for index, (name, build) in enumerate(PINNED.items()):
         scenario = build()
         tenants = {t: deployment.tenant(f"s{index:02d}-{t}") for t in scenario.tenants()}
-        out[name] = rename(scenario.records, tenants, CONTROL_KEY.encode())
+        out[name] = rename(scenario.records, tenants, CONTROL_KEY.encode(), deployment.topic_id)
     return out
 
 

@@ -220,11 +220,14 @@ async def test_offline_replay(deployment: Deployment, stores: Stores) -> None:
 def _chains_and_undo(tenant: str) -> list[Record]:
     """The pinned three-deep chain (a chained merge, and an unmerge in the
     middle of the chain), merge-then-undo and merge histories, as one tenant,
-    each with entity ids of its own so that they do not interfere."""
+    each with entity ids of its own so that they do not interfere (no control
+    events: nothing is signed, so no topic id is needed)."""
     out: list[Record] = []
     for name in ("three_deep_chain", "undo", "merge"):
         scenario = PINNED[name]()
-        for _, key, event in rename(scenario.records, {"acme": tenant}, CONTROL_KEY.encode()):
+        for _, key, event in rename(
+            scenario.records, {"acme": tenant}, CONTROL_KEY.encode(), topic_id=""
+        ):
             assert event is not None
             data = _prefix_ids(event.model_dump(mode="json", exclude_none=True), f"{name}-")
             out.append((len(out), key, parse_event_dict(data)))
@@ -298,7 +301,9 @@ async def test_unsigned_replay_request_is_dead_lettered(
     """A TenantReplayRequested published by an ordinary producer (the SDK, no
     signature) is dead-lettered as unsigned and deletes nothing."""
     tenant = deployment.tenant("acme")
-    records = rename(PINNED["merge"]().records, {"acme": tenant}, CONTROL_KEY.encode())
+    records = rename(
+        PINNED["merge"]().records, {"acme": tenant}, CONTROL_KEY.encode(), deployment.topic_id
+    )
     await _start(deployment)
     await publish(deployment.settings, records)
     await _caught_up(deployment, stores)
@@ -358,7 +363,9 @@ async def test_erase_then_replay_then_rebuild_everything(
     await assert_nothing_of_it(stores)
     # The oracle's view: the erasure comes after all of the tenant's events.
     erase_event = signing.sign(
-        make_event("TenantErased", erased, {"requested_by": "e2e"}), CONTROL_KEY.encode()
+        make_event("TenantErased", erased, {"requested_by": "e2e"}),
+        CONTROL_KEY.encode(),
+        topic_id=deployment.topic_id,
     )
     expected = [*records, (len(records), erased, erase_event)]
 

@@ -205,7 +205,9 @@ async def test_poison_events_and_redrive_after_a_fix(
     )
     unsigned = make_event("TenantErased", t, {"requested_by": "mallory"})
     signed = signing.sign(
-        make_event("TenantErased", v, {"requested_by": "ops"}), CONTROL_KEY.encode()
+        make_event("TenantErased", v, {"requested_by": "ops"}),
+        CONTROL_KEY.encode(),
+        topic_id=deployment.topic_id,
     )
     poisons = await _publish_raw(
         deployment,

@@ -26,6 +26,8 @@ from contracts.events import (
 from contracts.signing import sign
 
 CONTROL_KEY = b"scenario-test-control-key"
+#: The topic id control events are signed for (the simulation's topic).
+TOPIC_ID = "sim-topic-id"
 _NAMESPACE = uuid.UUID("6c1d3f4e-2b7a-4c8e-9f10-0a1b2c3d4e5f")
 _EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -177,12 +179,20 @@ class LogBuilder:
         return ev
 
     def replay(self, tenant: str) -> Event:
-        ev = sign(self.event(TENANT_REPLAY_REQUESTED, tenant, {"requested_by": "ops"}), CONTROL_KEY)
+        ev = sign(
+            self.event(TENANT_REPLAY_REQUESTED, tenant, {"requested_by": "ops"}),
+            CONTROL_KEY,
+            topic_id=TOPIC_ID,
+        )
         self._append(tenant, ev)
         return ev
 
     def erase(self, tenant: str) -> Event:
-        ev = sign(self.event(TENANT_ERASED, tenant, {"requested_by": "dpo"}), CONTROL_KEY)
+        ev = sign(
+            self.event(TENANT_ERASED, tenant, {"requested_by": "dpo"}),
+            CONTROL_KEY,
+            topic_id=TOPIC_ID,
+        )
         self._append(tenant, ev)
         return ev
 

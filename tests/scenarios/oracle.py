@@ -22,6 +22,11 @@ them, and reported to the lead):
   Those ids are kept apart from the applied ids and never forgotten, not by a
   replay, an erasure or expiry. A control event the tombstone covers is not
   acted on, so its id is not kept (a later copy past the tombstone acts).
+- An erasure tombstone belongs to the partition it was written on (an
+  Oracle is one partition; :meth:`Oracle.feed` takes ``partition`` so that a
+  test can interleave the records of several partitions into one store, as a
+  worker does): a record of the tenant on another partition is not judged by
+  it. Offsets must increase within each partition.
 - Collapses and dangles counted per event cover DocumentExtracted step 3/4 and
   the carried ``edges_to_add``/``edges_to_restore``; re-pointing in step 4 of a
   merge is not counted (the page only says "only deleted").
@@ -98,18 +103,25 @@ class Oracle:
     def __init__(self, log_start: int = 0) -> None:
         self.log_start = log_start
         self.tenants: dict[str, TenantState] = {}
-        self.tombstones: dict[str, int] = {}
+        #: (partition, tenant) -> the erasure's offset on that partition.
+        self.tombstones: dict[tuple[int, str], int] = {}
+        self._partition = 0
+        self._last: dict[int, int] = {}
         #: Control-event ids acted on, per tenant; never forgotten.
         self.acted_control: dict[str, set[str]] = {}
-        self.history: list[Record] = []
+        #: Every record fed, per partition, in log order.
+        self.histories: dict[int, list[Record]] = {}
         self.outcomes: list[Outcome] = []
 
     # -- consuming the log -------------------------------------------------
 
-    def feed(self, offset: int, tenant: str | None, event: Event | None) -> Outcome:
-        if self.history:
-            assert offset > self.history[-1][0], "offsets must increase"
-        self.history.append((offset, tenant, event))
+    def feed(
+        self, offset: int, tenant: str | None, event: Event | None, partition: int = 0
+    ) -> Outcome:
+        assert offset > self._last.get(partition, -1), "offsets must increase"
+        self._last[partition] = offset
+        self._partition = partition
+        self.histories.setdefault(partition, []).append((offset, tenant, event))
         if event is None:
             if tenant is not None:
                 self.tenants.setdefault(tenant, TenantState())
@@ -125,7 +137,8 @@ class Oracle:
         return self
 
     def _covered_by_tombstone(self, tenant: str, offset: int) -> bool:
-        return tenant in self.tombstones and offset <= self.tombstones[tenant]
+        stone = self.tombstones.get((self._partition, tenant))
+        return stone is not None and offset <= stone
 
     def _live(self, offset: int, event: Event) -> Outcome:
         tenant = str(event.tenant_id)
@@ -143,13 +156,14 @@ class Oracle:
             return Outcome(offset, tenant, "replay", kind)
         if isinstance(event, TenantErasedEvent):
             self.tenants[tenant] = TenantState()
-            self.tombstones[tenant] = offset
+            self.tombstones = {k: v for k, v in self.tombstones.items() if k[1] != tenant}
+            self.tombstones[(self._partition, tenant)] = offset
             return Outcome(offset, tenant, "erasure", kind)
         return self._apply(tenant, offset, event)
 
     def _replay(self, tenant: str, request_offset: int) -> None:
         self.tenants[tenant] = TenantState()
-        for offset, _key, event in self.history:
+        for offset, _key, event in self.histories[self._partition]:
             if event is None or str(event.tenant_id) != tenant:
                 continue
             if not (self.log_start <= offset < request_offset):

@@ -125,6 +125,7 @@ class Member:
             topic_id=TOPIC_ID,
             control_key=sim.workload.control_key,
             metrics=Metrics(),
+            partitions=sim.workload.partitions,
             sleep=_no_sleep,
         )
         self.consumer = SimFaustConsumer(

@@ -139,31 +139,32 @@ def test_control_events_must_carry_a_valid_signature(event_type: str) -> None:
     key = b"secret"
     event = control(event_type)
     with pytest.raises(SignatureError, match="unsigned"):
-        signing.verify(event, key)
-    signed = signing.sign(event, key)
-    signing.verify(signed, key)
-    signing.verify(parse_event(event_to_json(signed)), key)  # survives the wire
+        signing.verify(event, key, topic_id="t")
+    signed = signing.sign(event, key, topic_id="t")
+    assert signed.key_id == signing.DEFAULT_KEY_ID
+    signing.verify(signed, key, topic_id="t")
+    signing.verify(parse_event(event_to_json(signed)), key, topic_id="t")  # survives the wire
     with pytest.raises(SignatureError, match="bad signature"):
-        signing.verify(signed, b"other key")
+        signing.verify(signed, b"other key", topic_id="t")
     tampered = json.loads(event_to_json(signed))
     tampered["tenant_id"] = "victim"
     with pytest.raises(SignatureError, match="bad signature"):
-        signing.verify(parse_event(raw(tampered)), key)
+        signing.verify(parse_event(raw(tampered)), key, topic_id="t")
     with pytest.raises(SignatureError, match="no control key"):
-        signing.verify(signed, None)
+        signing.verify(signed, None, topic_id="t")
 
 
 def test_a_signature_that_is_not_ascii_is_refused_not_raised() -> None:
     """The contract admits 64 hex digits only; verify still refuses anything
     else rather than raise TypeError from hmac.compare_digest."""
-    signed = signing.sign(control("TenantErased"), b"secret")
+    signed = signing.sign(control("TenantErased"), b"secret", topic_id="t")
     for odd in ("é" * 64, "\udc80" * 64, ""):
         with pytest.raises(SignatureError, match="bad signature"):
-            signing.verify(signed.model_copy(update={"signature": odd}), b"secret")
+            signing.verify(signed.model_copy(update={"signature": odd}), b"secret", topic_id="t")
 
 
 def test_ordinary_events_need_no_signature() -> None:
-    signing.verify(parse_event(raw(envelope(doc([ent("a")])))), None)
+    signing.verify(parse_event(raw(envelope(doc([ent("a")])))), None, topic_id="t")
 
 
 safe_text = st.text(

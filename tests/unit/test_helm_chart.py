@@ -470,7 +470,13 @@ SECRET_SETTINGS = {
 
 
 def test_the_secret_settings_are_the_ones_the_chart_references() -> None:
-    assert SECRET_SETTINGS == {"kafka_sasl_password", "neo4j_password", "pg_dsn", "control_key"}
+    assert SECRET_SETTINGS == {
+        "kafka_sasl_password",
+        "neo4j_password",
+        "pg_dsn",
+        "control_key",
+        "control_keys",
+    }
 
 
 def test_every_setting_can_be_set_through_the_chart() -> None:
@@ -492,7 +498,7 @@ def test_no_secret_value_in_the_config_map_or_in_plain_env() -> None:
         assert "PGPASSWORD" not in config
         for obj in by_kind(docs, "Deployment") + by_kind(docs, "Job"):
             for entry in container(obj).get("env", []):
-                secretish = re.search(r"PASSWORD|_DSN$|CONTROL_KEY", entry["name"])
+                secretish = re.search(r"PASSWORD|_DSN$|CONTROL_KEYS?$", entry["name"])
                 if secretish:
                     assert "value" not in entry, f"{entry['name']} in clear"
                     assert set(entry["valueFrom"]) == {"secretKeyRef"}

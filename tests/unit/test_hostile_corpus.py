@@ -14,7 +14,14 @@ import pytest
 from contracts.errors import SchemaVersionTooNewError
 from streams.decode import decode
 from streams.fold_cli import fold_lines
-from tests.data.hostile import CONTROL_KEY, HostileCase, load_cases
+from tests.data.hostile import (
+    CONTROL_KEYS,
+    MAX_AGE,
+    PARTITIONS,
+    TOPIC_ID,
+    HostileCase,
+    load_cases,
+)
 
 CASES = load_cases()
 
@@ -22,7 +29,17 @@ CASES = load_cases()
 def through_decode(case: HostileCase) -> tuple[str, str | None]:
     """("pause", None), ("dead_letter", reason) or ("decoded", None)."""
     try:
-        decoded = decode(0, case.key, case.value, CONTROL_KEY)
+        decoded = decode(
+            0,
+            case.key,
+            case.value,
+            CONTROL_KEYS,
+            topic_id=TOPIC_ID,
+            partition=case.partition,
+            partitions=PARTITIONS,
+            logged_at=case.logged_at_time,
+            max_age=MAX_AGE,
+        )
     except SchemaVersionTooNewError:
         return "pause", None
     if decoded.dead_letter_reason is not None:
@@ -39,9 +56,14 @@ def through_fold(case: HostileCase) -> tuple[str, Any]:
             fold_lines(
                 [case.value],
                 keys=[case.key],
-                control_key=CONTROL_KEY,
+                control_key=CONTROL_KEYS,
                 trust_unsigned=False,
                 batch_size=10,
+                topic_id=TOPIC_ID,
+                partition=case.partition,
+                partitions=PARTITIONS,
+                logged_at=[case.logged_at_time],
+                max_age=MAX_AGE,
             )
         )
     except click.ClickException as exc:

@@ -68,7 +68,15 @@ def _check_records(workload: Workload) -> None:
         assert record.partition == partition_for(record.tenant, workload.partitions)
         assert record.offset == offsets.get(record.partition, 0)
         offsets[record.partition] = record.offset + 1
-        decoded = decode(record.offset, record.key, record.value, workload.control_key)
+        decoded = decode(
+            record.offset,
+            record.key,
+            record.value,
+            workload.control_key,
+            topic_id=workload.topic_id,
+            partition=record.partition,
+            partitions=workload.partitions,
+        )
         if record.event is None:
             assert decoded.dead_letter_reason, (record.kind, record.value)
         else:

@@ -75,6 +75,10 @@ REDSTRING_SESSION_TIMEOUT_S: {{ .Values.projection.sessionTimeoutSeconds | quote
 REDSTRING_HTTP_HOST: "0.0.0.0"
 REDSTRING_HTTP_PORT: {{ .Values.httpPort | quote }}
 REDSTRING_LOG_LEVEL: {{ .Values.projection.logLevel | quote }}
+REDSTRING_CONTROL_MAX_AGE_S: {{ .Values.projection.controlMaxAgeSeconds | quote }}
+{{- if .Values.projection.controlKeyId }}
+REDSTRING_CONTROL_KEY_ID: {{ .Values.projection.controlKeyId | quote }}
+{{- end }}
 {{- end }}
 
 {{/* A secretKeyRef env entry: (list NAME secretRef). */}}
@@ -103,6 +107,9 @@ REDSTRING_LOG_LEVEL: {{ .Values.projection.logLevel | quote }}
 {{- if .Values.controlKeySecret.name }}
 {{ include "redstring.secretEnv" (list "REDSTRING_CONTROL_KEY" .Values.controlKeySecret) }}
 {{- end }}
+{{- if .Values.controlKeysSecret.name }}
+{{ include "redstring.secretEnv" (list "REDSTRING_CONTROL_KEYS" .Values.controlKeysSecret) }}
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
@@ -113,8 +120,8 @@ REDSTRING_LOG_LEVEL: {{ .Values.projection.logLevel | quote }}
 {{- if and (not .Values.postgres.dsnSecret.name) (not .Values.postgres.dsn) }}
 {{- fail "set postgres.dsnSecret.name (an existing Secret holding the DSN) or postgres.dsn (a DSN without a password, with postgres.passwordSecret)" }}
 {{- end }}
-{{- if and .Values.replay.tenant (not .Values.controlKeySecret.name) }}
-{{- fail "replay.tenant needs controlKeySecret.name: the workers accept only signed replay requests" }}
+{{- if and .Values.replay.tenant (not .Values.controlKeySecret.name) (not .Values.controlKeysSecret.name) }}
+{{- fail "replay.tenant needs controlKeySecret.name or controlKeysSecret.name: the workers accept only signed replay requests" }}
 {{- end }}
 {{- end }}
 

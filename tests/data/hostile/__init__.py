@@ -20,9 +20,18 @@ in, so that a change of outcome shows in review). A line:
     case starts from empty stores); ``pause``: the partition pauses
     (``SchemaVersionTooNewError``).
 
-Control events are signed with :data:`CONTROL_KEY`: a run over real workers
-must configure them with it (``REDSTRING_CONTROL_KEY``). :func:`load_cases`
-is what tests/unit/test_hostile_corpus.py uses; an e2e run can reuse it.
+``partition``, ``logged_at``
+    optional: the partition (of :data:`PARTITIONS`) the record is read from
+    (default: none given, so its placement is not judged), and its Kafka
+    timestamp, RFC 3339 (default :data:`LOGGED_AT`).
+
+Control events are signed with :data:`CONTROL_KEYS` (:data:`CONTROL_KEY` is
+its key ``default``) for the topic id :data:`TOPIC_ID`, and judged with a
+window of :data:`MAX_AGE`. A run over real workers must configure them with
+those keys and re-sign the signed cases for its topic's id (the signature
+covers it); a record's Kafka timestamp is then the broker's, not
+``logged_at``. :func:`load_cases` is what tests/unit/test_hostile_corpus.py
+uses; an e2e run can reuse it.
 """
 
 from __future__ import annotations
@@ -31,12 +40,28 @@ import base64
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
+
+from contracts.signing import DEFAULT_KEY_ID, ControlKeys
 
 CORPUS = Path(__file__).resolve().parent / "cases.jsonl"
 #: The control key the corpus's signed control events are signed with.
 CONTROL_KEY = b"hostile-corpus-control-key"
+#: A key rotated out of signing, still configured so that what it signed verifies.
+RETIRED_KEY_ID, RETIRED_KEY = "retired-2026-10", b"hostile-corpus-retired-key"
+#: The workers' keys: the retired one, then the signing one.
+CONTROL_KEYS = ControlKeys({RETIRED_KEY_ID: RETIRED_KEY, DEFAULT_KEY_ID: CONTROL_KEY})
+#: The Kafka topic id the signed cases are signed for.
+TOPIC_ID = "hostile-corpus-topic-id"
+#: The events topic's partition count, for the cases that give a partition.
+PARTITIONS = 12
+#: The control-event age window (REDSTRING_CONTROL_MAX_AGE_S).
+MAX_AGE = timedelta(hours=24)
+#: A record's Kafka timestamp unless its case gives one: a minute after the
+#: corpus's ``occurred_at`` (2026-11-01T09:00:00Z).
+LOGGED_AT = "2026-11-01T09:01:00Z"
 
 Outcome = Literal["dead_letter", "applied", "pause"]
 
@@ -55,6 +80,14 @@ class HostileCase:
     #: After an applied case: the tenant and its graph entity ids.
     tenant: str | None = None
     entities: tuple[str, ...] = ()
+    #: The partition the record is read from (None: its placement is not judged).
+    partition: int | None = None
+    #: The record's Kafka timestamp (None: :data:`LOGGED_AT`).
+    logged_at: str | None = None
+
+    @property
+    def logged_at_time(self) -> datetime:
+        return datetime.fromisoformat(self.logged_at or LOGGED_AT)
 
 
 def _bytes(row: dict[str, Any], name: str) -> bytes | None:
@@ -85,6 +118,10 @@ def to_row(case: HostileCase) -> dict[str, Any]:
             row[f"{name}_parts"] = run
         else:
             row[name] = text
+    if case.partition is not None:
+        row["partition"] = case.partition
+    if case.logged_at is not None:
+        row["logged_at"] = case.logged_at
     row["expect"] = case.expect
     if case.expect == "dead_letter":
         row["reason"] = case.reason
@@ -124,6 +161,8 @@ def from_row(row: dict[str, Any]) -> HostileCase:
         stage=row.get("stage"),
         tenant=row.get("tenant"),
         entities=tuple(row.get("entities", ())),
+        partition=row.get("partition"),
+        logged_at=row.get("logged_at"),
     )
 
 

@@ -7,12 +7,25 @@ it. Run ``python -m tests.data.hostile.build`` and review the diff.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from typing import Any
 
 from contracts import signing
 from contracts.events import event_to_dict, parse_event_dict
-from tests.data.hostile import CONTROL_KEY, CORPUS, HostileCase, to_row
+from contracts.signing import ControlKeys
+from streams.partitioning import partition_for
+from tests.data.hostile import (
+    CONTROL_KEY,
+    CONTROL_KEYS,
+    CORPUS,
+    PARTITIONS,
+    RETIRED_KEY_ID,
+    TOPIC_ID,
+    HostileCase,
+    to_row,
+)
 
 T = "acme"
 #: A field or member to leave out.
@@ -41,25 +54,56 @@ def dead(
     *,
     key: bytes | str | None = T,
     stage: str = "decode",
-) -> None:
-    raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
-    cases.append(HostileCase(name, _cls, key_of(key), raw, "dead_letter", reason, stage))
-
-
-def applied(
-    name: str, value: bytes | str, entities: list[str], *, key: bytes | str = T, tenant: str = T
+    partition: int | None = None,
+    logged_at: str | None = None,
 ) -> None:
     raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
     cases.append(
         HostileCase(
-            name, _cls, key_of(key), raw, "applied", tenant=tenant, entities=tuple(entities)
+            name,
+            _cls,
+            key_of(key),
+            raw,
+            "dead_letter",
+            reason,
+            stage,
+            partition=partition,
+            logged_at=logged_at,
         )
     )
 
 
-def pause(name: str, value: bytes | str, *, key: bytes | str = T) -> None:
+def applied(
+    name: str,
+    value: bytes | str,
+    entities: list[str],
+    *,
+    key: bytes | str = T,
+    tenant: str = T,
+    partition: int | None = None,
+    logged_at: str | None = None,
+) -> None:
     raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
-    cases.append(HostileCase(name, _cls, key_of(key), raw, "pause"))
+    cases.append(
+        HostileCase(
+            name,
+            _cls,
+            key_of(key),
+            raw,
+            "applied",
+            tenant=tenant,
+            entities=tuple(entities),
+            partition=partition,
+            logged_at=logged_at,
+        )
+    )
+
+
+def pause(
+    name: str, value: bytes | str, *, key: bytes | str = T, partition: int | None = None
+) -> None:
+    raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+    cases.append(HostileCase(name, _cls, key_of(key), raw, "pause", partition=partition))
 
 
 def dumps(data: Any) -> str:
@@ -130,11 +174,37 @@ def raw_entity(member_text: str) -> str:
     return text.replace('"type": "Thing"}', '"type": "Thing", ' + member_text + "}", 1)
 
 
-def signed(event_type: str, tenant: str = T, **payload: Any) -> dict[str, Any]:
+def signed(
+    event_type: str,
+    tenant: str = T,
+    *,
+    topic_id: str = TOPIC_ID,
+    keys: ControlKeys = CONTROL_KEYS,
+    key_id: str | None = None,
+    **payload: Any,
+) -> dict[str, Any]:
+    """A control event signed as ``redstring erase`` signs it: by default with
+    the signing key (``default``) for :data:`TOPIC_ID`."""
     event = parse_event_dict(
         envelope({"requested_by": "ops", **payload}, event_type, tenant_id=tenant)
     )
-    return event_to_dict(signing.sign(event, CONTROL_KEY))
+    return event_to_dict(signing.sign(event, keys, topic_id=topic_id, key_id=key_id))
+
+
+def legacy_signed(event_type: str) -> dict[str, Any]:
+    """A control event signed as before key ids and topic binding: an HMAC of
+    the canonical envelope alone, no ``key_id``."""
+    data = envelope({"requested_by": "ops"}, event_type)
+    body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return {**data, "signature": hmac.new(CONTROL_KEY, body.encode(), hashlib.sha256).hexdigest()}
+
+
+def right_partition(key: str = T) -> int:
+    return partition_for(key, PARTITIONS)
+
+
+def wrong_partition(key: str = T) -> int:
+    return (partition_for(key, PARTITIONS) + 1) % PARTITIONS
 
 
 def merge(**payload: Any) -> str:
@@ -747,6 +817,146 @@ def build() -> None:
         "at least 1 character",
     )
     dead("erase payload of a document", ev(doc(), "TenantErased"), "Extra inputs are not permitted")
+
+    section("control-binding")
+    # The signature covers the topic id and the key id (docs/adr/0008).
+    applied(
+        "erase signed with the retired key",
+        dumps(signed("TenantErased", key_id=RETIRED_KEY_ID)),
+        [],
+    )
+    dead(
+        "erase signed for another topic",
+        dumps(signed("TenantErased", topic_id="another-topic-id")),
+        "signed for another topic",
+    )
+    dead(
+        "replay request signed for another topic",
+        dumps(signed("TenantReplayRequested", topic_id="another-topic-id")),
+        "signed for another topic",
+    )
+    dead(
+        "erase signed for no topic",
+        dumps(signed("TenantErased", topic_id="")),
+        "signed for another topic",
+    )
+    ghost = ControlKeys({"ghost": b"a key no worker holds"})
+    dead(
+        "erase signed with an unknown key id",
+        dumps(signed("TenantErased", keys=ghost)),
+        "which no worker key has",
+    )
+    dead(
+        "erase whose key_id is changed to the retired key",
+        dumps({**erase, "key_id": RETIRED_KEY_ID}),
+        "bad signature",
+    )
+    dead(
+        "erase whose key_id is changed to an unknown one",
+        dumps({**erase, "key_id": "ghost"}),
+        "which no worker key has",
+    )
+    dead(
+        "erase without its key_id",
+        dumps({k: v for k, v in erase.items() if k != "key_id"}),
+        "names no key_id",
+    )
+    dead(
+        "erase signed the old way (no key id, no topic)",
+        dumps(legacy_signed("TenantErased")),
+        "names no key_id",
+    )
+    dead(
+        "erase with a key_id of bad characters",
+        dumps({**erase, "key_id": "default\u200b"}),
+        "key_id: String should match pattern",
+    )
+    dead("erase with key_id null", dumps({**erase, "key_id": None}), "names no key_id")
+    dead("erase with a numeric key_id", dumps({**erase, "key_id": 1}), "key_id: Input should be")
+    dead(
+        "erase with key_id given twice",
+        dumps(erase).replace('"key_id": "default"', '"key_id": "default", "key_id": "default"'),
+        "duplicate key 'key_id'",
+    )
+    applied("a document carrying a key_id (ignored)", ev(key_id="anything"), ["a", "b"])
+    # The age window, judged against the record's Kafka timestamp.
+    dead(
+        "erase replayed a day later",
+        dumps(erase),
+        "is too old",
+        logged_at="2026-11-02T09:00:01Z",
+    )
+    dead(
+        "replay request replayed a year later",
+        dumps(replay),
+        "is too old",
+        logged_at="2027-11-01T09:00:00Z",
+    )
+    applied(
+        "erase logged just inside the window", dumps(erase), [], logged_at="2026-11-02T09:00:00Z"
+    )
+    dead(
+        "erase from the future",
+        dumps(erase),
+        "is from the future",
+        logged_at="2026-11-01T08:54:59Z",
+    )
+    applied("erase within clock skew", dumps(erase), [], logged_at="2026-11-01T08:55:00Z")
+    applied(
+        "an old document (the window is for control events only)",
+        GOOD,
+        ["a", "b"],
+        logged_at="2030-01-01T00:00:00Z",
+    )
+
+    section("partition")
+    applied("a document on its partition", GOOD, ["a", "b"], partition=right_partition())
+    dead(
+        "a document on the wrong partition",
+        GOOD,
+        f"belongs on partition {right_partition()} of {PARTITIONS}",
+        partition=wrong_partition(),
+    )
+    for other in range(PARTITIONS):
+        if other not in (right_partition(), wrong_partition()):
+            dead(
+                f"a document on partition {other}",
+                GOOD,
+                "belongs on partition",
+                partition=other,
+            )
+            break
+    applied("a signed erase on its partition", dumps(erase), [], partition=right_partition())
+    dead(
+        "a signed erase on the wrong partition",
+        dumps(erase),
+        "belongs on partition",
+        partition=wrong_partition(),
+    )
+    dead(
+        "a newer schema_version on the wrong partition (no pause)",
+        ev(schema_version=2),
+        "belongs on partition",
+        partition=wrong_partition(),
+    )
+    pause(
+        "a newer schema_version on its partition", ev(schema_version=2), partition=right_partition()
+    )
+    dead(
+        "another tenant's document on the wrong partition",
+        ev(tenant_id="victim"),
+        "belongs on partition",
+        key="victim",
+        partition=wrong_partition("victim"),
+    )
+    dead(
+        "a key that is not UTF-8 (placement not judged, key refused)",
+        GOOD,
+        "does not match tenant_id",
+        key=b"\xff",
+        partition=0,
+    )
+    dead("no key on partition 0", GOOD, "does not match tenant_id", key=None, partition=0)
 
     section("valid")
     applied("a plain document", GOOD, ["a", "b"])

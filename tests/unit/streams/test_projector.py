@@ -135,7 +135,9 @@ async def test_a_replay_request_seeks_back_to_the_log_start(stores: Any) -> None
     graph, vector = stores
     p = projector(graph, vector, ListSink())
     await p.handle(0, [raw(0, doc("a", "x")), raw(1, doc("b", "y"))])
-    replay = signing.sign(make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY)
+    replay = signing.sign(
+        make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY, topic_id="tid"
+    )
     decision = await p.handle(0, [raw(2, replay), raw(3, doc("b", "z"))])
     assert decision.seek == 0
     assert await graph.get_entity(TenantId("a"), EntityId("x")) is None  # deleted, to be rebuilt
@@ -188,7 +190,9 @@ async def test_a_rescan_for_a_replay_does_not_dead_letter_a_record_again(stores:
     graph, vector = stores
     sink = ListSink()
     p = projector(graph, vector, sink)
-    replay = signing.sign(make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY)
+    replay = signing.sign(
+        make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY, topic_id="tid"
+    )
     log = [
         raw(0, doc("a", "x")),
         RawRecord(1, b"b", b"not json"),

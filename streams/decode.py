@@ -20,6 +20,7 @@ from contracts import signing
 from contracts.errors import InvalidEventError, SchemaVersionTooNewError
 from contracts.events import Event, parse_event
 from contracts.ids import TenantId, tenant_id
+from contracts.limits import DEFAULT_LIMITS, EventLimits, check_event_limits
 from projections.records import LogRecord
 from streams.partitioning import partition_for
 
@@ -78,6 +79,7 @@ def decode(
     max_age: timedelta | None = None,
     trust_unsigned: bool = False,
     keyless: bool = False,
+    limits: EventLimits = DEFAULT_LIMITS,
 ) -> Decoded:
     """Validate one record (``keyless``: a file has no Kafka keys, so the
     envelope's tenant stands for the key). Raises ``SchemaVersionTooNewError``
@@ -114,6 +116,7 @@ def decode(
             raise InvalidEventError(
                 f"the Kafka key {_quote_key(key)} does not match tenant_id {event.tenant_id!r}"
             )
+        check_event_limits(event, limits)
         if not (trust_unsigned and event.signature is None):
             signing.verify(event, control_keys, topic_id=topic_id)
             signing.check_age(event, logged_at, max_age)

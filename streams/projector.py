@@ -33,6 +33,7 @@ from typing import Any, Protocol, TypeVar
 from contracts.domain import StreamPartition
 from contracts.errors import SchemaVersionTooNewError, is_transient
 from contracts.events import TenantReplayRequestedEvent
+from contracts.limits import DEFAULT_LIMITS, EventLimits
 from contracts.signing import ControlKeys
 from projections.fold import Fold, Verdicts
 from projections.records import FoldReport, LogRecord
@@ -175,8 +176,10 @@ class Projector:
         max_attempts: int = 5,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         probe: Probe | None = None,
+        limits: EventLimits = DEFAULT_LIMITS,
     ) -> None:
         self.folds = list(folds)
+        self.limits = limits  # the configurable caps decode applies (contracts.limits)
         self.dead_letters = dead_letters
         self.topic = topic
         self.topic_id = topic_id
@@ -329,6 +332,7 @@ class Projector:
                         partitions=self.partitions,
                         logged_at=raw.logged_at,
                         max_age=self.control_max_age,
+                        limits=self.limits,
                     )
                 except SchemaVersionTooNewError as exc:
                     pause = str(exc)

@@ -7,12 +7,26 @@ secrets are ``SecretStr`` so they never appear in logs or reprs.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from contracts.events import (
+    MAX_ENTITIES_PER_DOCUMENT,
+    MAX_EVENT_BYTES,
+    MAX_RELATIONSHIPS_PER_DOCUMENT,
+)
+from contracts.limits import (
+    DEFAULT_MAX_ALIAS_DEPTH,
+    DEFAULT_MAX_PROPERTY_KEYS,
+    MAX_ALIAS_DEPTH,
+    EventLimits,
+)
 from contracts.signing import DEFAULT_KEY_ID, ControlKeys
+
+if TYPE_CHECKING:
+    from streams.bounds import BatchBounds
 
 
 class Settings(BaseSettings):
@@ -75,6 +89,49 @@ class Settings(BaseSettings):
     )
     batch_size: int = Field(2000, ge=1, description="Events per batch.")
     batch_wait_ms: int = Field(200, ge=0, description="How long to wait to fill a batch.")
+    batch_max_bytes: int = Field(
+        8_000_000,
+        ge=MAX_EVENT_BYTES,
+        description="Bytes of Kafka values per sub-batch: a batch is cut, per partition and in "
+        "order, into sub-batches applied one after the other (at least the largest event).",
+    )
+    batch_max_entities: int = Field(
+        20_000,
+        ge=MAX_ENTITIES_PER_DOCUMENT,
+        description="Entities per sub-batch, counted from the raw value as its JSON objects "
+        "(an upper bound: every entity is one); at least one maximum-size event.",
+    )
+    write_chunk_entities: int = Field(
+        1000,
+        ge=1,
+        description="Entities (and edges) per embedding call and per store write inside a "
+        "unit of work.",
+    )
+    max_entities_per_event: int = Field(
+        MAX_ENTITIES_PER_DOCUMENT,
+        ge=1,
+        le=MAX_ENTITIES_PER_DOCUMENT,
+        description="Entities per DocumentExtracted; more is dead-lettered.",
+    )
+    max_relationships_per_event: int = Field(
+        MAX_RELATIONSHIPS_PER_DOCUMENT,
+        ge=1,
+        le=MAX_RELATIONSHIPS_PER_DOCUMENT,
+        description="Relationships per DocumentExtracted; more is dead-lettered.",
+    )
+    max_property_keys: int = Field(
+        DEFAULT_MAX_PROPERTY_KEYS,
+        ge=1,
+        description="Keys per property map (of an entity or a relationship); more is "
+        "dead-lettered.",
+    )
+    max_alias_depth: int = Field(
+        DEFAULT_MAX_ALIAS_DEPTH,
+        ge=1,
+        le=MAX_ALIAS_DEPTH,
+        description="Alias hops from any id to its canonical; a merge that would make a longer "
+        "chain is dead-lettered. Never lower it below a chain the stores hold.",
+    )
     stall_after_s: float = Field(
         15.0,
         gt=0,
@@ -99,6 +156,24 @@ class Settings(BaseSettings):
     @property
     def dlq_topic(self) -> str:
         return f"{self.topic}.dlq"
+
+    def batch_bounds(self) -> BatchBounds:
+        """How the loop cuts a batch into sub-batches (streams.bounds)."""
+        from streams.bounds import BatchBounds
+
+        return BatchBounds(
+            max_records=self.batch_size,
+            max_bytes=self.batch_max_bytes,
+            max_entities=self.batch_max_entities,
+        )
+
+    def event_limits(self) -> EventLimits:
+        """The caps decode applies on top of the contract's own."""
+        return EventLimits(
+            max_entities=self.max_entities_per_event,
+            max_relationships=self.max_relationships_per_event,
+            max_property_keys=self.max_property_keys,
+        )
 
     def control_key_bytes(self) -> bytes | None:
         return self.control_key.get_secret_value().encode() or None

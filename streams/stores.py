@@ -47,10 +47,14 @@ async def open_stores(settings: Settings) -> Stores:
             settings.neo4j_user,
             settings.neo4j_password.get_secret_value(),
             database=settings.neo4j_database,
+            max_alias_depth=settings.max_alias_depth,
         )
         stack.push_async_callback(graph.aclose)
         vector = await PgVectorStore.open(
-            settings.pg_dsn.get_secret_value(), embedder.identity, schema=settings.pg_schema
+            settings.pg_dsn.get_secret_value(),
+            embedder.identity,
+            schema=settings.pg_schema,
+            max_alias_depth=settings.max_alias_depth,
         )
         stack.push_async_callback(vector.aclose)
     except BaseException:

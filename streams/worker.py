@@ -124,8 +124,16 @@ class Runtime:
                 dimension = self.stores.vector.dimension
                 projector = Projector(
                     [
-                        GraphProjection(self.stores.graph, embedding_dimension=dimension),
-                        VectorProjection(self.stores.vector, self.stores.embedder),
+                        GraphProjection(
+                            self.stores.graph,
+                            embedding_dimension=dimension,
+                            chunk=self.settings.write_chunk_entities,
+                        ),
+                        VectorProjection(
+                            self.stores.vector,
+                            self.stores.embedder,
+                            chunk=self.settings.write_chunk_entities,
+                        ),
                     ],
                     self.sink,
                     topic=self.settings.topic,
@@ -136,9 +144,13 @@ class Runtime:
                     control_max_age=self.settings.control_max_age,
                     log_start=self.consumer.log_start,
                     probe=self.probe.first_record_at,
+                    limits=self.settings.event_limits(),
                 )
                 self.loop = WorkerLoop(
-                    projector, self.consumer, stall_after=self.settings.stall_after_s
+                    projector,
+                    self.consumer,
+                    stall_after=self.settings.stall_after_s,
+                    bounds=self.settings.batch_bounds(),
                 )
                 log.info("stores open", extra={"topic_id": self.topic_id})
             return self.loop

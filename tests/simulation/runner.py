@@ -29,6 +29,7 @@ from contracts.domain import StreamPartition
 from projections.admission import next_needed_offset
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
+from streams.bounds import BatchBounds
 from streams.loop import WorkerLoop
 from streams.metrics import Metrics
 from streams.projector import Projector
@@ -106,6 +107,10 @@ async def _no_sleep(_seconds: float) -> None:
     await asyncio.sleep(0)
 
 
+#: Sub-batches of at most 3 records, 4 KB of values and 40 JSON objects.
+SIM_BOUNDS = BatchBounds(max_records=3, max_bytes=4096, max_entities=40)
+
+
 class Member:
     """One worker incarnation: its own projector, loop and consumer over the
     shared stores; all of it lost when it crashes."""
@@ -117,8 +122,8 @@ class Member:
         vector = crashing(sim.vector, self.wire)
         self.projector = Projector(
             [
-                GraphProjection(graph, embedding_dimension=DIMENSION),
-                VectorProjection(vector, sim.embedder),
+                GraphProjection(graph, embedding_dimension=DIMENSION, chunk=2),
+                VectorProjection(vector, sim.embedder, chunk=2),
             ],
             TrippingSink(sim.dead_letters, self.wire),
             topic=TOPIC,
@@ -132,7 +137,13 @@ class Member:
             sim.kafka, name, sim.rng, self.wire, max_delay=sim.knobs.max_delay
         )
         self.loop = WorkerLoop(
-            self.projector, self.consumer, stall_after=sim.knobs.stall_after, clock=sim.clock
+            self.projector,
+            self.consumer,
+            stall_after=sim.knobs.stall_after,
+            clock=sim.clock,
+            # Small sub-batches: each consumer batch is handed to the projector
+            # in several, one after the other (streams.bounds).
+            bounds=SIM_BOUNDS,
         )
         self.batch: asyncio.Task[None] | None = None
         self.timer: asyncio.Task[None] | None = None

@@ -69,6 +69,13 @@ REDSTRING_EMBEDDING_MODEL: {{ .Values.embedding.model | quote }}
 REDSTRING_EMBEDDING_DIMENSION: {{ .Values.embedding.dimension | quote }}
 REDSTRING_BATCH_SIZE: {{ .Values.projection.batchSize | quote }}
 REDSTRING_BATCH_WAIT_MS: {{ .Values.projection.batchWaitMs | quote }}
+REDSTRING_BATCH_MAX_BYTES: {{ .Values.projection.batchMaxBytes | int64 | quote }}
+REDSTRING_BATCH_MAX_ENTITIES: {{ .Values.projection.batchMaxEntities | int64 | quote }}
+REDSTRING_WRITE_CHUNK_ENTITIES: {{ .Values.projection.writeChunkEntities | int64 | quote }}
+REDSTRING_MAX_ENTITIES_PER_EVENT: {{ .Values.projection.maxEntitiesPerEvent | int64 | quote }}
+REDSTRING_MAX_RELATIONSHIPS_PER_EVENT: {{ .Values.projection.maxRelationshipsPerEvent | int64 | quote }}
+REDSTRING_MAX_PROPERTY_KEYS: {{ .Values.projection.maxPropertyKeys | int64 | quote }}
+REDSTRING_MAX_ALIAS_DEPTH: {{ .Values.projection.maxAliasDepth | int64 | quote }}
 REDSTRING_STALL_AFTER_S: {{ .Values.projection.stallAfterSeconds | quote }}
 REDSTRING_APPLIED_EVENT_RETENTION_DAYS: {{ .Values.projection.appliedEventRetentionDays | quote }}
 REDSTRING_SESSION_TIMEOUT_S: {{ .Values.projection.sessionTimeoutSeconds | quote }}

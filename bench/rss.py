@@ -1,0 +1,212 @@
+"""Peak RSS of the projector under a stream of maximum-size events (issue 15).
+
+    python -m bench.rss [--events 12] [--previous-events 3] [--entities 10000]
+
+Each side runs in a fresh process (peak RSS is per process) and feeds
+``--events`` DocumentExtracted events of ``--entities`` entities each (10,000:
+the most an event may hold; about 0.9 MB, near the 1 MB value limit), each
+with a quarter as many relationships, to the worker loop and projector over the
+real stores (Neo4j and Postgres/pgvector), handed over as one consumer batch,
+the way Faust hands ``REDSTRING_BATCH_SIZE`` records:
+
+* bounded: the default settings (the batch cut into sub-batches by
+  ``REDSTRING_BATCH_MAX_BYTES`` and ``REDSTRING_BATCH_MAX_ENTITIES``, embedding
+  and writes in chunks of ``REDSTRING_WRITE_CHUNK_ENTITIES``);
+* previous: no sub-batches and one embedding call and one write per run, as
+  before; it grows by about 200 MB per event, so it is run on fewer events.
+
+Reports peak RSS (``ru_maxrss``), RSS before the batch, and events/s (for
+information: wall-clock on a shared machine). Endpoints: REDSTRING_*, else
+.devstack/env. Each side writes a fresh tenant under a fresh topic name and a
+fresh Postgres schema, deleted at the end. No test asserts on these numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from bench.e2e import load_stack_env
+
+
+def max_event(tenant: str, index: int, entities: int) -> bytes:
+    """One DocumentExtracted of ``entities`` entities and a quarter as many edges."""
+    from contracts.events import event_to_json, make_event
+
+    prefix = f"d{index}-"
+    payload = {
+        "document_id": f"doc-{index}",
+        "extraction_model": "bench",
+        "entities": [
+            {"id": f"{prefix}{i}", "name": f"Entity {index} {i}", "type": "Person"}
+            for i in range(entities)
+        ],
+        "relationships": [
+            {"source": f"{prefix}{i}", "target": f"{prefix}{i + 1}", "type": "KNOWS"}
+            for i in range(0, entities - 1, 4)
+        ],
+    }
+    return event_to_json(make_event("DocumentExtracted", tenant, payload))
+
+
+class Consumer:
+    """streams.loop.Consumer for one partition that is always assigned."""
+
+    def __init__(self) -> None:
+        self.committed: dict[int, int] = {}
+
+    def assigned(self) -> set[int]:
+        return {0}
+
+    async def commit(self, offsets: Mapping[int, int]) -> None:
+        self.committed.update(offsets)
+
+    async def seek(self, partition: int, offset: int) -> None:
+        raise AssertionError(f"the bench never needs a seek (partition {partition}, {offset})")
+
+    def pause(self, partition: int) -> None:
+        raise AssertionError("the bench never pauses")
+
+    def resume(self, partition: int) -> None:
+        pass
+
+    async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
+        return dict.fromkeys(partitions, 0)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.letters: list[Any] = []
+
+    async def send(self, letters: Sequence[Any]) -> None:
+        self.letters.extend(letters)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+async def side(previous: bool, events: int, entities: int) -> dict[str, Any]:
+    """One side, in this process."""
+    import asyncpg
+
+    from projections.graph import GraphProjection
+    from projections.vector import VectorProjection
+    from streams.bounds import UNBOUNDED
+    from streams.loop import WorkerLoop
+    from streams.metrics import Metrics
+    from streams.projector import Projector, RawRecord
+    from streams.settings import Settings
+    from streams.stores import open_stores
+
+    schema = f"rss_{uuid.uuid4().hex[:10]}"
+    settings = Settings(pg_schema=schema)
+    tenant = f"rss-{uuid.uuid4().hex[:10]}"
+    chunk = 10**9 if previous else settings.write_chunk_entities
+    stores = await open_stores(settings)
+    try:
+        dimension = stores.vector.dimension
+        projector = Projector(
+            [
+                GraphProjection(stores.graph, embedding_dimension=dimension, chunk=chunk),
+                VectorProjection(stores.vector, stores.embedder, chunk=chunk),
+            ],
+            Sink(),
+            topic=f"rss-bench-{uuid.uuid4().hex[:10]}",
+            topic_id=uuid.uuid4().hex,
+            control_key=None,
+            metrics=Metrics(),
+            limits=settings.event_limits(),
+        )
+        consumer = Consumer()
+        loop = WorkerLoop(
+            projector, consumer, bounds=UNBOUNDED if previous else settings.batch_bounds()
+        )
+        # The consumer's batch in hand: every value, as Faust holds them.
+        values = [max_event(tenant, i, entities) for i in range(events)]
+        before = rss_mb()
+        started = time.monotonic()
+        batch = {0: [RawRecord(i, tenant.encode(), value) for i, value in enumerate(values)]}
+        await loop.on_batch(batch)
+        elapsed = time.monotonic() - started
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+        assert consumer.committed.get(0) == events, consumer.committed
+        return {
+            "side": "previous" if previous else "bounded",
+            "events": events,
+            "entities_per_event": entities,
+            "event_bytes": max(len(v) for v in values),
+            "rss_before_mb": round(before, 1),
+            "peak_rss_mb": round(peak, 1),
+            "events_per_s": round(events / elapsed, 2),
+            "batch_max_bytes": None if previous else settings.batch_max_bytes,
+            "batch_max_entities": None if previous else settings.batch_max_entities,
+            "write_chunk_entities": None if previous else chunk,
+        }
+    finally:
+        from contracts.ids import TenantId
+
+        await stores.graph.delete_by_tenant(TenantId(tenant))
+        await stores.aclose()
+        conn = await asyncpg.connect(settings.pg_dsn.get_secret_value())
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+
+def run_side(previous: bool, events: int, entities: int) -> dict[str, Any]:
+    """``side`` in a fresh process, so that its peak RSS is its own."""
+    args = [sys.executable, "-m", "bench.rss", "--child", "previous" if previous else "bounded"]
+    args += ["--events", str(events), "--entities", str(entities)]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def table(rows: Sequence[Mapping[str, Any]]) -> str:
+    lines = [
+        "| side | events | entities/event | peak RSS MB | RSS before MB | MB/event | events/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        per = (r["peak_rss_mb"] - r["rss_before_mb"]) / r["events"]
+        lines.append(
+            f"| {r['side']} | {r['events']} | {r['entities_per_event']} | {r['peak_rss_mb']} "
+            f"| {r['rss_before_mb']} | {per:.1f} | {r['events_per_s']} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=12)
+    parser.add_argument("--previous-events", type=int, default=3, help="0: skip that side")
+    parser.add_argument("--entities", type=int, default=10_000)
+    parser.add_argument("--child", choices=["bounded", "previous"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    load_stack_env()
+    if args.child:
+        result = asyncio.run(side(args.child == "previous", args.events, args.entities))
+        print(json.dumps(result))
+        return
+    rows = [run_side(False, args.events, args.entities)]
+    if args.previous_events:
+        rows.append(run_side(True, args.previous_events, args.entities))
+    for row in rows:
+        print(json.dumps(row))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

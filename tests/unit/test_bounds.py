@@ -1,0 +1,199 @@
+"""Bounds (issue 15): sub-batches cut by records, bytes and entities and
+handled in turn; the configurable caps decode applies; the alias chain limit
+refused by both folds alike; chunked embedding calls."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from adapters.embedding import HashingEmbedder
+from adapters.memory.graph import InMemoryGraphStore
+from adapters.memory.vector import InMemoryVectorStore
+from contracts.domain import StreamPartition
+from contracts.events import event_to_json, make_event
+from contracts.limits import EventLimits
+from projections.driver import drive
+from projections.graph import GraphProjection
+from projections.records import LogRecord
+from projections.vector import VectorProjection
+from streams.bounds import BatchBounds, entity_bound, handle_bounded, sub_batches
+from streams.decode import decode
+from streams.projector import Decision, RawRecord
+
+PART = StreamPartition("events", 0, "topic-id")
+
+
+def raw(offset: int, size: int = 10, objects: int = 0) -> RawRecord:
+    return RawRecord(offset, b"acme", b"{" * objects + b"x" * (size - objects))
+
+
+def offsets(batches: Sequence[Sequence[RawRecord]]) -> list[list[int]]:
+    return [[r.offset for r in batch] for batch in batches]
+
+
+def test_sub_batches_are_consecutive_and_within_every_bound() -> None:
+    records = [raw(o) for o in range(7)]
+    assert offsets(sub_batches(records, BatchBounds(max_records=3))) == [
+        [0, 1, 2],
+        [3, 4, 5],
+        [6],
+    ]
+    assert offsets(sub_batches(records, BatchBounds(max_bytes=25))) == [
+        [0, 1],
+        [2, 3],
+        [4, 5],
+        [6],
+    ]
+    heavy = [raw(0, objects=3), raw(1, objects=3), raw(2, objects=9), raw(3, objects=1)]
+    assert offsets(sub_batches(heavy, BatchBounds(max_entities=6))) == [[0, 1], [2], [3]]
+
+
+def test_sub_batches_keep_offset_order_and_one_copy_of_each_offset() -> None:
+    records = [raw(3), raw(1), raw(2), raw(1), raw(0)]
+    assert offsets(sub_batches(records, BatchBounds(max_records=2))) == [[0, 1], [2, 3]]
+    assert sub_batches([], BatchBounds(max_records=2)) == []
+
+
+def test_entities_are_never_undercounted() -> None:
+    event = make_event(
+        "DocumentExtracted",
+        "acme",
+        {
+            "document_id": "d",
+            "extraction_model": "m",
+            "entities": [{"id": f"e{i}", "name": "n", "type": "T"} for i in range(5)],
+        },
+    )
+    assert entity_bound(event_to_json(event)) >= 5
+    # A member name may be escaped; a structural brace cannot be.
+    escaped = event_to_json(event).replace(b'"name"', b'"\\u006eame"')
+    assert entity_bound(escaped) >= 5
+
+
+class Projector:
+    def __init__(self, decisions: list[Decision]) -> None:
+        self.decisions = decisions
+        self.handed: list[list[int]] = []
+
+    async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
+        self.handed.append([r.offset for r in records])
+        return self.decisions.pop(0)
+
+
+async def test_sub_batches_are_handed_in_turn_and_the_last_commit_wins() -> None:
+    projector = Projector([Decision(commit=2, applied=2), Decision(commit=4, applied=2)])
+    records = [raw(o) for o in range(4)]
+    decision = await handle_bounded(projector, 0, records, BatchBounds(max_records=2))
+    assert projector.handed == [[0, 1], [2, 3]]
+    assert decision == Decision(commit=4, applied=4)
+
+
+async def test_a_seek_or_a_pause_drops_the_rest_of_the_batch() -> None:
+    for stop in (Decision(seek=1, applied=1), Decision(pause="why")):
+        projector = Projector([Decision(commit=2, applied=2), stop, Decision(commit=9)])
+        records = [raw(o) for o in range(6)]
+        decision = await handle_bounded(projector, 0, records, BatchBounds(max_records=2))
+        assert projector.handed == [[0, 1], [2, 3]]
+        assert (decision.seek, decision.pause) == (stop.seek, stop.pause)
+        assert decision.applied == 2 + stop.applied
+
+
+def document(entities: int, keys: int = 0, rels: int = 0) -> bytes:
+    props = {f"k{i}": i for i in range(keys)}
+    payload = {
+        "document_id": "d",
+        "extraction_model": "m",
+        "entities": [
+            {"id": f"e{i}", "name": f"n{i}", "type": "T", "properties": props}
+            for i in range(entities)
+        ],
+        "relationships": [
+            {"source": "e0", "target": f"e{i + 1}", "type": "R"} for i in range(rels)
+        ],
+    }
+    return event_to_json(make_event("DocumentExtracted", "acme", payload))
+
+
+def test_decode_applies_the_configured_caps_and_keeps_its_signature() -> None:
+    limits = EventLimits(max_entities=3, max_relationships=1, max_property_keys=2)
+    assert decode(0, b"acme", document(4), None).dead_letter_reason is None
+    cases = {
+        document(4): "4 entities in one event; the limit is 3",
+        document(3, rels=2): "2 relationships in one event; the limit is 1",
+        document(1, keys=3): "3 property keys; the limit is 2",
+    }
+    for value, reason in cases.items():
+        decoded = decode(0, b"acme", value, None, limits=limits)
+        assert decoded.dead_letter_reason is not None
+        assert reason in decoded.dead_letter_reason
+        assert decoded.record.event is None
+    assert decode(0, b"acme", document(3, keys=2, rels=1), None, limits=limits).record.event
+
+
+def merge(tenant: str, canonical: str, absorbed: str) -> bytes:
+    payload = {"canonical_id": canonical, "absorbed_ids": [absorbed]}
+    return event_to_json(make_event("EntitiesMerged", tenant, payload))
+
+
+async def test_a_merge_making_a_chain_too_deep_is_refused_by_both_folds() -> None:
+    """A chain of merges n1 -> n0, n2 -> n1, ...: with a limit of 3 hops the
+    fourth merge (n4 -> n3) is refused by both stores and dead-lettered; the
+    fifth (n5 -> n4) then makes a chain of one hop and applies."""
+    embedder = HashingEmbedder(dimension=8)
+    graph = InMemoryGraphStore(max_alias_depth=3)
+    vector = InMemoryVectorStore(embedder.identity, max_alias_depth=3)
+    folds: list[Any] = [
+        GraphProjection(graph, embedding_dimension=8),
+        VectorProjection(vector, embedder),
+    ]
+    log = []
+    for offset in range(5):
+        value = merge("acme", f"n{offset}", f"n{offset + 1}")
+        log.append(decode(offset, b"acme", value, None).record)
+    result = await drive(folds, PART, log)
+    assert sorted(result.failed) == [3]
+    assert "REDSTRING_MAX_ALIAS_DEPTH" in result.failed[3].reason
+    for fold in folds:
+        assert await fold.store.checkpoint(PART) == 4
+    tenant = log[0].tenant_id
+    assert tenant is not None
+    for store in (graph, vector):
+        resolved = await store.resolve_entity_ids(tenant, ["n3", "n4", "n5"])  # type: ignore[list-item]
+        assert resolved == {"n3": "n0", "n4": "n4", "n5": "n4"}
+
+
+class CountingEmbedder(HashingEmbedder):
+    def __init__(self) -> None:
+        super().__init__(dimension=8)
+        self.calls: list[int] = []
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(len(texts))
+        return await super().embed_documents(texts)
+
+
+async def test_the_vector_fold_embeds_and_writes_in_chunks_with_the_same_result() -> None:
+    log: list[LogRecord] = [
+        decode(o, b"acme", document(5 + o, keys=1), None).record for o in range(3)
+    ]
+    states = []
+    for chunk in (1000, 4):
+        embedder = CountingEmbedder()
+        vector = InMemoryVectorStore(embedder.identity)
+        fold = VectorProjection(vector, embedder, chunk=chunk)
+        await drive([fold], PART, log)
+        assert max(embedder.calls) <= chunk
+        assert sum(embedder.calls) == 5 + 6 + 7
+        tenant = log[0].tenant_id
+        assert tenant is not None
+        states.append(
+            json.dumps(
+                [
+                    (await vector.get(tenant, f"e{i}")).__repr__()  # type: ignore[arg-type]
+                    for i in range(8)
+                ]
+            )
+        )
+    assert states[0] == states[1]

@@ -1,6 +1,7 @@
 """Peak RSS of the projector under a stream of maximum-size events (issue 15).
 
     python -m bench.rss [--events 12] [--previous-events 3] [--entities 10000]
+    python -m bench.rss --worker [--events 80] [--entities 10000]
 
 Each side runs in a fresh process (peak RSS is per process) and feeds
 ``--events`` DocumentExtracted events of ``--entities`` entities each (10,000:
@@ -19,15 +20,27 @@ Reports peak RSS (``ru_maxrss``), RSS before the batch, and events/s (for
 information: wall-clock on a shared machine). Endpoints: REDSTRING_*, else
 .devstack/env. Each side writes a fresh tenant under a fresh topic name and a
 fresh Postgres schema, deleted at the end. No test asserts on these numbers.
+
+``--worker`` measures a real ``redstring worker`` process instead: it
+publishes ``--events`` such events (spread over the tenants of a fresh topic of
+the default partition count, created as ``redstring topics create`` does),
+then starts one worker with the default settings (plus the endpoints, a fresh
+group and Postgres schema) on that backlog, waits until both stores' positions
+reach the log end on every partition, and reports the worker's peak RSS
+(``VmHWM`` of /proc/<pid>/status: Faust's queue, the batch being taken, the
+consumer's fetches and the projector all count) and events/s from the moment
+it answers /readyz. ``--entities 400`` gives ordinary ~37 KB events.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -174,6 +187,170 @@ def run_side(previous: bool, events: int, entities: int) -> dict[str, Any]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
+def vm_hwm_mb(pid: int) -> float:
+    """Peak resident set size of a live process (VmHWM, in kB)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1e3
+    raise RuntimeError(f"no VmHWM for {pid}")
+
+
+def start_worker(env: Mapping[str, str], port: int, log: Any) -> subprocess.Popen[bytes]:
+    """``redstring worker`` with the default settings plus ``env``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "streams", "worker"],
+        env={
+            **os.environ,
+            **env,
+            "REDSTRING_HTTP_HOST": "127.0.0.1",
+            "REDSTRING_HTTP_PORT": str(port),
+            "REDSTRING_LOG_LEVEL": "WARNING",
+        },
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def answers_ready(port: int) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as response:
+            return int(response.status) == 200
+    except OSError:
+        return False
+
+
+async def worker_side(
+    events: int, entities: int, within: float, stop_after: float | None = None
+) -> dict[str, Any]:
+    """Publish a backlog of ``events``, run one worker process on it until both
+    stores reach the log end (or for ``stop_after`` seconds past /readyz), and
+    report its peak RSS."""
+    import socket
+    import tempfile
+
+    import asyncpg
+    from neo4j import AsyncGraphDatabase
+
+    from contracts.domain import StreamPartition
+    from contracts.ids import TenantId
+    from projections.admission import next_needed_offset
+    from streams.kafka_producer import AsyncProducer
+    from streams.settings import Settings
+    from streams.stores import open_stores
+    from streams.topics import admin_client, create_topics, describe_topic
+
+    run = uuid.uuid4().hex[:10]
+    topic = f"rss-worker-{run}"
+    env = {
+        "REDSTRING_TOPIC": topic,
+        "REDSTRING_GROUP_ID": f"{topic}-group",
+        "REDSTRING_PG_SCHEMA": f"rss_{run}",
+    }
+    settings = Settings(topic=topic, group_id=env["REDSTRING_GROUP_ID"], pg_schema=f"rss_{run}")
+    partitions = settings.partitions
+    tenants = [f"rss-{run}-{i}" for i in range(partitions)]
+    create_topics(settings)
+    info = describe_topic(settings)
+    stores = await open_stores(settings)  # migrates the schema once, before the worker
+    proc: subprocess.Popen[bytes] | None = None
+    log = tempfile.TemporaryFile()
+    try:
+        producer = AsyncProducer(settings)
+        try:
+            size = 0
+            futures = []
+            for i in range(events):
+                tenant = tenants[i % len(tenants)]
+                value = max_event(tenant, i, entities)
+                size = max(size, len(value))
+                headers: list[tuple[str, str | bytes | None]] = [
+                    ("event_type", b"DocumentExtracted"),
+                    ("schema_version", b"1"),
+                ]
+                futures.append(producer.send(topic, tenant.encode(), value, headers))
+                del value
+            await asyncio.gather(*futures)
+        finally:
+            await asyncio.to_thread(producer.close)
+        highs = {p.partition: p.high for p in describe_topic(settings).partitions}
+        assert sum(highs.values()) == events, highs
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        proc = start_worker(env, port, log)
+        deadline = time.monotonic() + within
+        started: float | None = None
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                err = log.read().decode(errors="replace")
+                raise RuntimeError(f"worker exited with {proc.returncode}:\n{err[-4000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker not caught up within {within}s")
+            if started is None:
+                if await asyncio.to_thread(answers_ready, port):
+                    started = time.monotonic()
+            applied = 0
+            for p, high in highs.items():
+                part = StreamPartition(topic, p, info.topic_id)
+                graph = await next_needed_offset(stores.graph, part)
+                vector = await next_needed_offset(stores.vector, part)
+                applied += min(graph, vector, high)
+            done = applied >= events
+            if stop_after and started is not None and time.monotonic() - started > stop_after:
+                break
+            if done:
+                break
+            await asyncio.sleep(0.2)
+        elapsed = time.monotonic() - (started if started is not None else deadline - within)
+        peak = vm_hwm_mb(proc.pid)
+        return {
+            "side": "worker",
+            "events": events,
+            "entities_per_event": entities,
+            "event_bytes": size,
+            "partitions": partitions,
+            "peak_rss_mb": round(peak, 1),
+            "applied": applied,
+            "events_per_s": round(applied / elapsed, 2),
+            "batch_size": settings.batch_size,
+            "batch_max_bytes": settings.batch_max_bytes,
+        }
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        for tenant in tenants:
+            await stores.graph.delete_by_tenant(TenantId(tenant))
+        await stores.aclose()
+        auth = (settings.neo4j_user, settings.neo4j_password.get_secret_value())
+        async with AsyncGraphDatabase.driver(settings.neo4j_uri, auth=auth) as driver:
+            async with driver.session(database=settings.neo4j_database) as session:
+                result = await session.run(
+                    "MATCH (c:Checkpoint) WHERE c.topic = $t DELETE c", t=topic
+                )
+                await result.consume()
+        conn = await asyncpg.connect(settings.pg_dsn.get_secret_value())
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{settings.pg_schema}" CASCADE')
+        finally:
+            await conn.close()
+        log.close()
+        admin = admin_client(settings)
+        for future in admin.delete_topics([topic, settings.dlq_topic]).values():
+            with contextlib.suppress(Exception):
+                future.result()
+        with contextlib.suppress(Exception):
+            admin.delete_consumer_groups([env["REDSTRING_GROUP_ID"]])
+
+
 def table(rows: Sequence[Mapping[str, Any]]) -> str:
     lines = [
         "| side | events | entities/event | peak RSS MB | RSS before MB | MB/event | events/s |",
@@ -190,12 +367,33 @@ def table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=12)
+    parser.add_argument("--events", type=int, default=None, help="12; 80 with --worker")
     parser.add_argument("--previous-events", type=int, default=3, help="0: skip that side")
     parser.add_argument("--entities", type=int, default=10_000)
+    parser.add_argument(
+        "--worker", action="store_true", help="a real worker process (default --events 80)"
+    )
+    parser.add_argument("--within", type=float, default=900.0, help="--worker: give up after")
+    parser.add_argument(
+        "--stop-after",
+        type=float,
+        default=None,
+        help="--worker: report after this many seconds past /readyz, caught up or not",
+    )
     parser.add_argument("--child", choices=["bounded", "previous"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     load_stack_env()
+    if args.worker:
+        events = args.events if args.events is not None else 80
+        row = asyncio.run(worker_side(events, args.entities, args.within, args.stop_after))
+        print(json.dumps(row))
+        print(
+            f"worker: {row['applied']}/{row['events']} events of {row['event_bytes']} bytes "
+            "applied, "
+            f"peak RSS {row['peak_rss_mb']} MB, {row['events_per_s']} events/s"
+        )
+        return
+    args.events = args.events if args.events is not None else 12
     if args.child:
         result = asyncio.run(side(args.child == "previous", args.events, args.entities))
         print(json.dumps(result))

@@ -81,7 +81,30 @@ def create_topics(settings: Settings, partitions: int | None = None) -> dict[str
                 outcome[name] = "exists"
             else:
                 raise TopicError(f"could not create topic {name!r}: {error.str()}") from None
+    _wait_until_described(admin, [name for name, done in outcome.items() if done == "created"])
     return outcome
+
+
+def _wait_until_described(admin: Any, names: list[str], within: float = 15.0) -> None:
+    """A created topic can be unknown to a broker's metadata for a moment after
+    the controller accepted it (seen in the e2e suite under load: the describe
+    right after the create said UNKNOWN_TOPIC_OR_PART). Return once each topic
+    can be described, so that the next command finds it."""
+    deadline = time.monotonic() + within
+    pending = list(names)
+    while pending:
+        futures = admin.describe_topics(TopicCollection(pending), request_timeout=10)
+        still: list[str] = []
+        for name, future in futures.items():
+            try:
+                future.result()
+            except KafkaException:
+                still.append(name)
+        pending = still
+        if pending and time.monotonic() > deadline:
+            raise TopicError(f"created {pending} but the broker still does not describe them")
+        if pending:
+            time.sleep(0.2)
 
 
 def describe_topic(settings: Settings, name: str | None = None) -> TopicInfo:

@@ -131,6 +131,10 @@ class WorkerLoop:
                 )
             )
             for (partition, _), decision in zip(ordered, decisions, strict=True):
+                # Records flowed: whatever stall the watchdog reported is over
+                # (if they were not the ones needed, the loop seeks, and the
+                # watchdog looks again after ``stall_after``).
+                self.projector.health.stalled.pop(partition, None)
                 await self._act(partition, decision)
         finally:
             for partition, _ in ordered:
@@ -147,7 +151,6 @@ class WorkerLoop:
             await self._seek(partition, decision.seek)
             log.info("sought back", extra={"partition": partition, "offset": decision.seek})
         elif decision.commit is not None:
-            self.projector.health.stalled.pop(partition, None)
             await self.consumer.commit({partition: decision.commit})
 
     async def _seek(self, partition: int, offset: int) -> None:

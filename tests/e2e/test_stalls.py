@@ -39,5 +39,10 @@ async def test_stores_fallen_behind_an_idle_worker_are_caught_up(
     await assert_matches_oracle(stores, records, "graph store restored behind an idle worker")
     assert worker.metrics()['redstring_seeks_total{reason="stalled"}'] >= 1
     assert "partition idle with lag" in worker.log_path.read_text()
-    status, _ = worker.get("/readyz")
-    assert status == 200
+    # Ready again once records flow (the watchdog looks every stall_after / 3).
+    for _ in range(50):
+        status, body = worker.get("/readyz")
+        if status == 200:
+            break
+        await asyncio.sleep(0.2)
+    assert status == 200, body

@@ -312,7 +312,6 @@ class Projector:
             return judged
 
         log_records: list[LogRecord] = []
-        reports: list[FoldReport] = []
         letters: list[DeadLetter] = []
         pause: str | None = None
         truncated = False

@@ -24,7 +24,7 @@ import pytest
 from streams.settings import Settings
 from streams.stores import Stores, open_stores
 from streams.topics import admin_client, create_topics, describe_topic
-from tests.e2e.workers import WorkerProcess
+from tests.e2e.workers import WorkerProcess, caught_up
 
 SESSION = uuid.uuid4().hex[:6]
 #: Every tenant id of this session starts with this; every topic with TOPIC_PREFIX.
@@ -131,6 +131,12 @@ class Deployment:
         process = WorkerProcess({**self.env, **env}, self.log_dir, worker_id)
         self.workers[worker_id] = process
         return process
+
+    async def caught_up(self, stores: Stores, **kw: Any) -> dict[str, dict[int, int]]:
+        """``tests.e2e.workers.caught_up`` on this deployment's topic (its
+        workers' logs are shown on failure unless ``workers=`` says otherwise)."""
+        kw.setdefault("workers", self.workers)
+        return await caught_up(self.settings, stores, self.topic_id, self.partitions, **kw)
 
     def command_env(self, **env: str) -> dict[str, str]:
         """The environment a `redstring` command of this deployment runs with."""

@@ -60,8 +60,8 @@ from streams.topics import admin_client
 from tests.data import hostile
 from tests.data.hostile import HostileCase, load_cases
 from tests.e2e.conftest import Deployment
-from tests.e2e.test_skip import readyz, wait_paused
-from tests.e2e.workers import WorkerProcess, caught_up, store_positions
+from tests.e2e.test_skip import wait_paused
+from tests.e2e.workers import store_positions
 
 pytestmark = pytest.mark.services
 
@@ -239,19 +239,6 @@ def _state(export: dict[str, Any]) -> tuple[list[str], list[str]]:
     return ids, sorted(str(v) for v in export["visible_vectors"])
 
 
-async def _wait_ready(worker: WorkerProcess, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    last: object = None
-    while time.monotonic() < deadline:
-        worker.assert_alive()
-        status, reasons = await asyncio.to_thread(readyz, worker)
-        if status == 200 and not reasons:
-            return
-        last = (status, reasons)
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"worker not ready within {within}s: {last}")
-
-
 async def test_the_hostile_corpus_through_a_real_worker(
     deployment: Deployment, stores: Stores
 ) -> None:
@@ -285,15 +272,8 @@ async def test_the_hostile_corpus_through_a_real_worker(
     ]
     positions = await asyncio.to_thread(_publish, deployment.settings, records)
     assert len(positions) == len(first)
-    await caught_up(
-        deployment.settings,
-        stores,
-        deployment.topic_id,
-        deployment.partitions,
-        workers={"w1": worker},
-        within=90,
-    )
-    await _wait_ready(worker)
+    await deployment.caught_up(stores, workers={"w1": worker}, within=90)
+    await asyncio.to_thread(worker.wait_ready, 30)
 
     letters: dict[tuple[int | None, int | None], StoredLetter] = {
         (letter.source_partition, letter.source_offset): letter
@@ -364,16 +344,13 @@ async def test_the_hostile_corpus_through_a_real_worker(
             "skip", "--partition", str(partition), "--offset", str(offset), "--yes"
         )
         assert code == 0, f"{case.name}: redstring skip failed:\n{out}"
-        await caught_up(
-            deployment.settings,
+        await deployment.caught_up(
             stores,
-            deployment.topic_id,
-            deployment.partitions,
             workers={"w1": worker},
             within=30,
             highs={p: (after + 1 if p == partition else 0) for p in range(deployment.partitions)},
         )
-        await _wait_ready(worker)
+        await asyncio.to_thread(worker.wait_ready, 30)
         part = StreamPartition(deployment.settings.topic, partition, deployment.topic_id)
         entities, vectors = _state(
             await export_tenant(stores.graph, stores.vector, TenantId(tenant), part)
@@ -393,7 +370,7 @@ async def test_the_hostile_corpus_through_a_real_worker(
 
     # Nothing crashed and nothing stalls: the worker lives, and is ready.
     worker.assert_alive()
-    await _wait_ready(worker)
+    await asyncio.to_thread(worker.wait_ready, 30)
     elapsed = time.monotonic() - started
 
     table: dict[str, Counter[str]] = {}

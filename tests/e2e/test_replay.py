@@ -60,17 +60,6 @@ async def _start(deployment: Deployment, worker_id: str = "w1", **env: str) -> A
     return worker
 
 
-async def _caught_up(deployment: Deployment, stores: Stores, **kw: Any) -> None:
-    await caught_up(
-        deployment.settings,
-        stores,
-        deployment.topic_id,
-        deployment.partitions,
-        workers=deployment.workers,
-        **kw,
-    )
-
-
 async def _markers(stores: Stores, deployment: Deployment) -> list[Any]:
     found = []
     for p in range(deployment.partitions):
@@ -127,7 +116,7 @@ async def test_online_replay_during_live_traffic(deployment: Deployment, stores:
     first, live = records[:400], records[400:]
     await _start(deployment)
     await publish(deployment.settings, first)
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
 
     watcher = Watcher(stores, records, tenants[1:])
     flow = Flow(deployment.settings, live, chunk=20, pause=0.2).start()
@@ -137,7 +126,7 @@ async def test_online_replay_during_live_traffic(deployment: Deployment, stores:
     assert status == 0, output
     assert "replay requested at" in output and f"rebuilt {target}" in output, output
     await flow.done()
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
     await assert_matches_oracle(stores, records, "online replay, live traffic")
     assert watcher.samples >= 3
     assert watcher.regressions == []
@@ -154,7 +143,7 @@ async def test_kill9_during_online_replay(deployment: Deployment, stores: Stores
     records = generate(deployment.tenant("kill"), tenants, 500, seed=22)
     worker = await _start(deployment, REDSTRING_BATCH_SIZE="50")
     await publish(deployment.settings, records)
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
 
     replay = deployment.cli("replay", "--tenant", target, "--yes")
     deadline = time.monotonic() + 120
@@ -176,7 +165,7 @@ async def test_kill9_during_online_replay(deployment: Deployment, stores: Stores
     worker.start()
     status, output = await replay
     assert status == 0, output
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
     await assert_matches_oracle(stores, records, "kill -9 during a replay")
     assert await _markers(stores, deployment) == []
     assert read_letters(deployment.settings) == []
@@ -192,7 +181,7 @@ async def test_offline_replay(deployment: Deployment, stores: Stores) -> None:
     records = generate(deployment.tenant("offline"), tenants, 400, seed=23)
     worker = await _start(deployment)
     await publish(deployment.settings, records)
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
     before = await store_states(stores, records)
 
     status, output = await deployment.cli("replay", "--tenant", target, "--offline", "--yes")
@@ -212,7 +201,7 @@ async def test_offline_replay(deployment: Deployment, stores: Stores) -> None:
     assert {m.tenant_id for m in await _markers(stores, deployment)} == {target}
 
     worker.start()
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
     await assert_matches_oracle(stores, records, "offline replay")
     assert await _markers(stores, deployment) == []
 
@@ -272,7 +261,7 @@ async def test_replay_of_merges_chains_and_unmerges_and_its_rate(
 
     started = time.monotonic()
     await publish(deployment.settings, records)
-    await _caught_up(deployment, stores, within=300)
+    await deployment.caught_up(stores, within=300)
     first = time.monotonic() - started
     await assert_matches_oracle(stores, records, "before the replay")
 
@@ -280,7 +269,7 @@ async def test_replay_of_merges_chains_and_unmerges_and_its_rate(
     request = await publish_control(
         deployment.settings, "TenantReplayRequested", TenantId(target), "e2e"
     )
-    await _caught_up(deployment, stores, within=300)
+    await deployment.caught_up(stores, within=300)
     replayed = time.monotonic() - started
     await assert_matches_oracle(stores, records, "replay of merges, chains and unmerges")
     assert await _markers(stores, deployment) == []
@@ -306,13 +295,13 @@ async def test_unsigned_replay_request_is_dead_lettered(
     )
     await _start(deployment)
     await publish(deployment.settings, records)
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
     before = await store_states(stores, records)
 
     forged = make_event("TenantReplayRequested", tenant, {"requested_by": "mallory"})
     async with Publisher(deployment.settings) as publisher:
         position = await publisher.publish(forged)
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
     letters = read_letters(deployment.settings)
     assert [(letter.source_partition, letter.source_offset) for letter in letters] == [
         (position.partition, position.offset)
@@ -343,7 +332,7 @@ async def test_erase_then_replay_then_rebuild_everything(
     records = generate(deployment.tenant("erase"), tenants, 300, seed=25)
     worker = await _start(deployment)
     await publish(deployment.settings, records)
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
     assert await stores.graph.find_entities(TenantId(erased))
 
     status, output = await deployment.cli("erase", "--tenant", erased, "--yes")
@@ -371,7 +360,7 @@ async def test_erase_then_replay_then_rebuild_everything(
 
     status, output = await deployment.cli("replay", "--tenant", erased, "--yes")
     assert status == 0, output
-    await _caught_up(deployment, stores)
+    await deployment.caught_up(stores)
     await assert_nothing_of_it(stores)
     await assert_matches_oracle(stores, expected, "erased, then replayed")
 

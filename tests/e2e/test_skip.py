@@ -18,7 +18,7 @@ from streams.kafka_producer import AsyncProducer
 from streams.partitioning import partition_for
 from streams.stores import Stores
 from tests.e2e.conftest import Deployment
-from tests.e2e.workers import WorkerProcess, caught_up, store_positions
+from tests.e2e.workers import WorkerProcess, store_positions
 from tests.unit.streams.test_projector import doc
 
 pytestmark = pytest.mark.services
@@ -120,14 +120,7 @@ async def test_a_paused_partition_is_skipped_and_resumed_without_a_restart(
     # and so is one published after the skip.
     more = await publish_raw(deployment, [(key, event_to_json(doc(tenant, "later")))])
     await asyncio.to_thread(worker.wait_ready, 60)
-    await caught_up(
-        deployment.settings,
-        stores,
-        deployment.topic_id,
-        deployment.partitions,
-        workers={"w1": worker},
-        within=60,
-    )
+    await deployment.caught_up(stores, workers={"w1": worker}, within=60)
     for entity in ("before", "after", "later"):
         assert await stores.graph.get_entity(t, EntityId(entity)) is not None, entity
         assert await stores.vector.get(t, EntityId(entity)) is not None, entity

@@ -13,7 +13,7 @@ import pytest
 from streams.stores import Stores
 from tests.e2e.conftest import Deployment, wipe_neo4j
 from tests.e2e.histories import assert_matches_oracle, generate, publish
-from tests.e2e.workers import caught_up, store_positions
+from tests.e2e.workers import store_positions
 
 pytestmark = pytest.mark.services
 
@@ -27,22 +27,19 @@ async def test_stores_fallen_behind_an_idle_worker_are_caught_up(
     worker = deployment.worker("w1", REDSTRING_STALL_AFTER_S="2").start()
     await asyncio.to_thread(worker.wait_ready)
     await publish(deployment.settings, records)
-    settings, topic_id, partitions = deployment.settings, deployment.topic_id, deployment.partitions
-    await caught_up(settings, stores, topic_id, partitions, workers={"w1": worker})
+    settings = deployment.settings
+    await deployment.caught_up(stores)
     assert worker.metrics().get('redstring_seeks_total{reason="stalled"}', 0) == 0
 
     # Nothing more is published: only the watchdog can bring the graph back.
     await wipe_neo4j(e2e_env, deployment.tenant_prefix, settings.topic)
-    behind = await store_positions(stores, settings.topic, topic_id, partitions)
+    behind = await store_positions(
+        stores, settings.topic, deployment.topic_id, deployment.partitions
+    )
     assert set(behind["graph"].values()) == {0}, behind
-    await caught_up(settings, stores, topic_id, partitions, workers={"w1": worker}, within=60)
+    await deployment.caught_up(stores, within=60)
     await assert_matches_oracle(stores, records, "graph store restored behind an idle worker")
     assert worker.metrics()['redstring_seeks_total{reason="stalled"}'] >= 1
     assert "partition idle with lag" in worker.log_path.read_text()
     # Ready again once records flow (the watchdog looks every stall_after / 3).
-    for _ in range(50):
-        status, body = worker.get("/readyz")
-        if status == 200:
-            break
-        await asyncio.sleep(0.2)
-    assert status == 200, body
+    await asyncio.to_thread(worker.wait_ready, 10)

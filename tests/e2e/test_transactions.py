@@ -18,7 +18,7 @@ from contracts.events import event_headers, event_to_json
 from streams.stores import Stores
 from tests.e2e.conftest import Deployment
 from tests.e2e.histories import assert_matches_oracle, generate
-from tests.e2e.workers import caught_up, high_watermarks
+from tests.e2e.workers import high_watermarks
 from tests.scenarios.histories import Record
 
 pytestmark = pytest.mark.services
@@ -71,11 +71,8 @@ async def test_offsets_taken_by_transaction_markers_are_not_lost_records(
     assert any(ends[p] > after.get(p, 0) for p in ends), "no commit marker after a record?"
     worker = deployment.worker("w1", REDSTRING_STALL_AFTER_S="1").start()
     await asyncio.to_thread(worker.wait_ready)
-    await caught_up(
-        deployment.settings,
+    await deployment.caught_up(
         stores,
-        deployment.topic_id,
-        deployment.partitions,
         workers={"w1": worker},
         highs={p: after.get(p, 0) for p in range(deployment.partitions)},
     )

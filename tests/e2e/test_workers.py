@@ -69,9 +69,7 @@ async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: S
     assert await asyncio.to_thread(w2.stop) == 0
     positions = await flow.done()
     assert len(positions) == len(records)
-    await caught_up(
-        deployment.settings, stores, deployment.topic_id, deployment.partitions, workers={"w1": w1}
-    )
+    await deployment.caught_up(stores, workers={"w1": w1})
     await assert_matches_oracle(stores, records, "two workers")
     assert read_letters(deployment.settings) == []
 
@@ -226,13 +224,7 @@ async def test_poison_events_and_redrive_after_a_fix(
 
     worker = deployment.worker("w1", REDSTRING_CONTROL_KEY="").start()
     await asyncio.to_thread(worker.wait_ready)
-    await caught_up(
-        deployment.settings,
-        stores,
-        deployment.topic_id,
-        deployment.partitions,
-        workers={"w1": worker},
-    )
+    await deployment.caught_up(stores, workers={"w1": worker})
     await assert_matches_oracle(stores, good, "poison")
     letters = read_letters(deployment.settings)
     by_offset = {(letter.key, letter.source_offset): letter for letter in letters}
@@ -256,13 +248,7 @@ async def test_poison_events_and_redrive_after_a_fix(
     still = by_offset[(t.encode(), poisons[2])].dlq_offset
     done = await asyncio.to_thread(_redstring, deployment, "dlq", "redrive", str(fixed), str(still))
     assert done.returncode == 0, done.stderr
-    await caught_up(
-        deployment.settings,
-        stores,
-        deployment.topic_id,
-        deployment.partitions,
-        workers={"w1": worker},
-    )
+    await deployment.caught_up(stores, workers={"w1": worker})
     assert await stores.graph.find_entities(TenantId(v)) == []
     for store in (stores.graph, stores.vector):
         stone = await store.erasure_tombstone(TenantId(v))
@@ -328,14 +314,7 @@ async def test_store_restarted_mid_run(
 
     fresh = await open_stores(deployment.settings)  # the old pools saw the server go
     try:
-        await caught_up(
-            deployment.settings,
-            fresh,
-            deployment.topic_id,
-            deployment.partitions,
-            workers={"w1": worker},
-            within=300,
-        )
+        await deployment.caught_up(fresh, workers={"w1": worker}, within=300)
         await assert_matches_oracle(fresh, records, f"{service} restarted")
     finally:
         await fresh.aclose()

@@ -318,6 +318,7 @@ async def worker_side(
             "events_per_s": round(applied / elapsed, 2),
             "batch_size": settings.batch_size,
             "batch_max_bytes": settings.batch_max_bytes,
+            "read_ahead_bytes": settings.read_ahead_bytes,
         }
     finally:
         if proc is not None and proc.poll() is None:

@@ -17,6 +17,7 @@ as much as applying it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -96,3 +97,36 @@ async def handle_bounded(
     return Decision(
         commit=decision.commit, seek=decision.seek, pause=decision.pause, applied=applied
     )
+
+
+class ReadAhead:
+    """A byte budget on what the consumer has handed over but the loop has not
+    taken yet (issue 15, bounds): the worker's intake admits each value here
+    before it joins the batch being gathered, and waits while the values
+    admitted since the last batch would pass ``max_bytes``. The first value is
+    always admitted, so one record over the budget still moves.
+
+    Faust bounds its buffers by count only (its channel queue and the batch
+    ``take_events`` gathers), which for maximum-size events is gigabytes; this
+    is what keeps the batch within bytes. ``taken`` is called as soon as a
+    batch is in hand: its values are the loop's from then on, so the budget
+    starts again from zero. Counting restarts rather than subtracts, so no
+    value dropped on its way (a rebalance clears Faust's queues) can leak
+    budget and stall the intake.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def admit(self, size: int) -> None:
+        while self.held > 0 and self.held + size > self.max_bytes:
+            self._room.clear()
+            await self._room.wait()
+        self.held += size
+
+    def taken(self) -> None:
+        self.held = 0
+        self._room.set()

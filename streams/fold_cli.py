@@ -28,6 +28,7 @@ from contracts.events import (
     Event,
 )
 from contracts.ids import EntityId, TenantId
+from contracts.limits import DEFAULT_LIMITS, DEFAULT_MAX_ALIAS_DEPTH, EventLimits
 from contracts.signing import ControlKeys
 from projections.driver import drive
 from projections.fold import Fold
@@ -78,13 +79,16 @@ async def fold_lines(
     partitions: int | None = None,
     logged_at: Sequence[datetime | None] | None = None,
     max_age: timedelta | None = None,
+    limits: EventLimits = DEFAULT_LIMITS,
+    max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
 ) -> DryRun:
     """Fold ``lines`` (Kafka values, in log order) into fresh in-memory stores.
     ``keys``: the records' Kafka keys, checked as the workers check them; a
     file of envelopes has none, and each envelope's tenant stands for its key.
     Control events verify for ``topic_id``; ``partition`` of ``partitions``,
     ``logged_at`` (Kafka timestamps) and ``max_age``: as the workers judge
-    records read from a partition (streams.decode.decode)."""
+    records read from a partition (streams.decode.decode). ``limits`` and
+    ``max_alias_depth``: the caps, as the workers' settings give them."""
     if keys is not None and len(keys) != len(lines):
         raise ValueError(f"{len(keys)} keys for {len(lines)} values")
     log: list[LogRecord] = []
@@ -104,6 +108,7 @@ async def fold_lines(
                 max_age=max_age,
                 trust_unsigned=trust_unsigned,
                 keyless=keys is None,
+                limits=limits,
             )
         except SchemaVersionTooNewError as exc:
             raise click.ClickException(f"line {offset + 1}: {exc}") from None
@@ -114,7 +119,10 @@ async def fold_lines(
             universe.setdefault(record.event.tenant, set()).update(mentioned_ids(record.event))
         log.append(record)
     embedder = HashingEmbedder()
-    async with InMemoryGraphStore() as graph, InMemoryVectorStore(embedder.identity) as vector:
+    async with (
+        InMemoryGraphStore(max_alias_depth=max_alias_depth) as graph,
+        InMemoryVectorStore(embedder.identity, max_alias_depth=max_alias_depth) as vector,
+    ):
         folds: list[Fold[Any]] = [
             GraphProjection(graph, embedding_dimension=vector.dimension),
             VectorProjection(vector, embedder),
@@ -164,17 +172,20 @@ def fold_command(
     dead-lettered are listed on stderr with their reasons. Control events are
     verified with REDSTRING_CONTROL_KEYS and REDSTRING_CONTROL_KEY, for the
     topic id --topic-id, as the workers verify them. A file has no Kafka
-    timestamps, so their age (REDSTRING_CONTROL_MAX_AGE_S) is not judged.
+    timestamps, so their age (REDSTRING_CONTROL_MAX_AGE_S) is not judged. The
+    caps (REDSTRING_MAX_*) are the workers' settings.
     """
     lines = [line for line in events.read_bytes().splitlines() if line.strip()]
-    keys = Settings().control_keyring()
+    settings = Settings()
     result = asyncio.run(
         fold_lines(
             lines,
-            control_key=keys,
+            control_key=settings.control_keyring(),
             trust_unsigned=trust_unsigned,
             batch_size=batch_size,
             topic_id=topic_id,
+            limits=settings.event_limits(),
+            max_alias_depth=settings.max_alias_depth,
         )
     )
     for offset, reason in result.dead_letters:

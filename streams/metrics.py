@@ -31,6 +31,13 @@ class Metrics:
             registry=r,
             buckets=(1, 10, 50, 100, 250, 500, 1000, 2500, 5000),
         )
+        self.intake_bytes = Histogram(
+            "redstring_intake_bytes",
+            "Bytes of values per batch the consumer hands over (REDSTRING_READ_AHEAD_BYTES "
+            "bounds it)",
+            registry=r,
+            buckets=(1e4, 1e5, 1e6, 4e6, 8e6, 16e6, 32e6, 64e6, 128e6),
+        )
         self.batch_latency = Histogram(
             "redstring_batch_seconds", "Time to fold one batch into both stores", registry=r
         )

@@ -88,12 +88,24 @@ class Settings(BaseSettings):
         "its record's Kafka timestamp (or over 5 minutes after it) is dead-lettered.",
     )
     batch_size: int = Field(2000, ge=1, description="Events per batch.")
-    batch_wait_ms: int = Field(200, ge=0, description="How long to wait to fill a batch.")
+    batch_wait_ms: int = Field(
+        200,
+        ge=1,
+        description="How long to wait to fill a batch (also how long a batch that reached "
+        "REDSTRING_READ_AHEAD_BYTES waits before it is handed over).",
+    )
     batch_max_bytes: int = Field(
         8_000_000,
         ge=MAX_EVENT_BYTES,
         description="Bytes of Kafka values per sub-batch: a batch is cut, per partition and in "
         "order, into sub-batches applied one after the other (at least the largest event).",
+    )
+    read_ahead_bytes: int = Field(
+        32_000_000,
+        ge=MAX_EVENT_BYTES,
+        description="Bytes of Kafka values a worker reads ahead of the projector: a batch is "
+        "handed over once it holds this many, and the consumer's queue holds at most as many "
+        "maximum-size events (so at most about twice this is read but not yet applied).",
     )
     batch_max_entities: int = Field(
         20_000,
@@ -166,6 +178,11 @@ class Settings(BaseSettings):
             max_bytes=self.batch_max_bytes,
             max_entities=self.batch_max_entities,
         )
+
+    def queue_records(self) -> int:
+        """Records the consumer may queue ahead of the batch being gathered: as
+        many maximum-size events as fit in REDSTRING_READ_AHEAD_BYTES."""
+        return max(2, self.read_ahead_bytes // MAX_EVENT_BYTES)
 
     def event_limits(self) -> EventLimits:
         """The caps decode applies on top of the contract's own."""

@@ -26,6 +26,8 @@ import click
 
 from contracts.domain import StreamPartition
 from contracts.errors import SchemaVersionTooNewError
+from contracts.limits import DEFAULT_LIMITS, EventLimits
+from contracts.signing import ControlKeys
 from streams.decode import decode
 from streams.replay_cli import _confirm, _who
 from streams.settings import Settings
@@ -93,9 +95,12 @@ async def check_skip(
     partition: StreamPartition,
     offset: int,
     record: FetchedRecord | None,
-    control_key: bytes | None,
+    control_keys: ControlKeys | bytes | None,
+    *,
+    limits: EventLimits = DEFAULT_LIMITS,
 ) -> Skippable:
-    """The record at ``offset`` if it may be skipped; ``SkipRefused`` says why not."""
+    """The record at ``offset`` if it may be skipped; ``SkipRefused`` says why not.
+    ``control_keys`` and ``limits``: as the workers judge records (streams.decode)."""
     where = f"{partition.topic}[{partition.partition}]"
     needed = await positions(folds, partition)
     stated = ", ".join(
@@ -125,7 +130,14 @@ async def check_skip(
             "the log end): nothing to skip."
         )
     try:
-        decoded = decode(offset, record.key, record.value, control_key)
+        decoded = decode(
+            offset,
+            record.key,
+            record.value,
+            control_keys,
+            topic_id=partition.topic_id,
+            limits=limits,
+        )
     except SchemaVersionTooNewError as exc:
         return Skippable(
             partition,
@@ -256,7 +268,14 @@ def skip_command(partition: int, offset: int, yes: bool) -> None:
         record = await asyncio.to_thread(fetch_record, settings, partition, offset)
         stores, folds = await open_folds(settings)
         try:
-            skippable = await check_skip(folds, part, offset, record, settings.control_key_bytes())
+            skippable = await check_skip(
+                folds,
+                part,
+                offset,
+                record,
+                settings.control_keyring(),
+                limits=settings.event_limits(),
+            )
             click.echo(skippable.describe())
             _confirm(
                 f"Dead-letter this record and move both stores past "

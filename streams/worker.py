@@ -27,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
+from streams.bounds import ReadAhead
 from streams.deadletters import KafkaDeadLetterSink
 from streams.loop import WorkerLoop
 from streams.metrics import Metrics
@@ -168,11 +169,14 @@ class Runtime:
     async def process(self, events: Sequence[Any]) -> None:
         loop = await self.ready_loop()
         batch: dict[int, list[RawRecord]] = {}
+        size = 0
         for event in events:
             message = event.message
             batch.setdefault(message.partition, []).append(
                 RawRecord(message.offset, message.key, message.value, _logged_at(message))
             )
+            size += len(message.value) if message.value else 0
+        self.metrics.intake_bytes.observe(size)
         await loop.on_batch(batch)
 
     async def update_lag(self) -> None:
@@ -220,7 +224,10 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 5),
         broker_rebalance_timeout=max(settings.session_timeout_s, 10.0),
         consumer_group_instance_id=instance_id,
-        stream_buffer_maxsize=max(4096, settings.batch_size * 2),
+        # Faust's channel queue is bounded by count: sized so that it holds
+        # no more bytes of maximum-size events than REDSTRING_READ_AHEAD_BYTES
+        # (issue 15).
+        stream_buffer_maxsize=settings.queue_records(),
         # Faust's wait_empty (on every rebalance and at shutdown) waits for
         # every message handed to the agent's queue to be acked, but the same
         # rebalance first clears those queues (flow_control.clear), so messages
@@ -248,9 +255,19 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
 
     @app.agent(topic, concurrency=1)
     async def project(stream: Any) -> AsyncIterator[None]:
+        read_ahead = ReadAhead(settings.read_ahead_bytes)
+
+        async def admit(value: bytes | None) -> bytes | None:
+            # Runs before take_events' own processor adds the value to the
+            # batch it gathers; waiting here ends that batch by its timeout.
+            await read_ahead.admit(len(value) if value else 0)
+            return value
+
+        stream.add_processor(admit)
         async for events in stream.take_events(
             settings.batch_size, within=settings.batch_wait_ms / 1000
         ):
+            read_ahead.taken()
             # SIGTERM cancels the agent: finish the batch in hand first, so
             # both stores' units of work end committed, then stop. A batch
             # whose stores keep failing is abandoned at its next backoff (its

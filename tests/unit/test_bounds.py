@@ -4,9 +4,13 @@ refused by both folds alike; chunked embedding calls."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adapters.embedding import HashingEmbedder
 from adapters.memory.graph import InMemoryGraphStore
@@ -18,7 +22,7 @@ from projections.driver import drive
 from projections.graph import GraphProjection
 from projections.records import LogRecord
 from projections.vector import VectorProjection
-from streams.bounds import BatchBounds, entity_bound, handle_bounded, sub_batches
+from streams.bounds import BatchBounds, ReadAhead, entity_bound, handle_bounded, sub_batches
 from streams.decode import decode
 from streams.projector import Decision, RawRecord
 
@@ -197,3 +201,89 @@ async def test_the_vector_fold_embeds_and_writes_in_chunks_with_the_same_result(
             )
         )
     assert states[0] == states[1]
+
+
+BUDGET = 1000
+
+
+async def gather_batches(sizes: Sequence[int], pauses: Sequence[int]) -> list[list[int]]:
+    """The worker's intake in miniature: a reader admits each value and adds it
+    to the batch being gathered; a taker hands that batch over after a drawn
+    number of scheduler turns (Faust's take_events timeout), then calls
+    ``taken``."""
+    read_ahead = ReadAhead(BUDGET)
+    gathering: list[int] = []
+    batches: list[list[int]] = []
+
+    async def reader() -> None:
+        for size in sizes:
+            await read_ahead.admit(size)
+            gathering.append(size)
+
+    task = asyncio.ensure_future(reader())
+    turn = 0
+    while not task.done() or gathering:
+        for _ in range(1 + pauses[turn % len(pauses)]):
+            await asyncio.sleep(0)
+        turn += 1
+        if gathering:
+            batches.append(list(gathering))
+            gathering.clear()
+            read_ahead.taken()
+    await task
+    return batches
+
+
+@given(
+    st.lists(st.integers(0, 2 * BUDGET), max_size=60),
+    st.lists(st.integers(0, 5), min_size=1, max_size=10),
+)
+def test_read_ahead_holds_a_batch_within_its_budget_and_loses_nothing(
+    sizes: list[int], pauses: list[int]
+) -> None:
+    batches = asyncio.run(asyncio.wait_for(gather_batches(sizes, pauses), 10))
+    assert [size for batch in batches for size in batch] == sizes
+    for batch in batches:
+        # Over the budget only by a value over it alone (one such record still
+        # moves; empty values, tombstones, weigh nothing).
+        assert sum(batch) <= max(BUDGET, max(batch)), batch
+
+
+async def test_read_ahead_waits_for_the_batch_to_be_taken() -> None:
+    read_ahead = ReadAhead(BUDGET)
+    await read_ahead.admit(BUDGET + 1)  # the first value always passes
+    waiting = asyncio.ensure_future(read_ahead.admit(1))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    read_ahead.taken()
+    await asyncio.wait_for(waiting, 1)
+    assert read_ahead.held == 1
+
+
+def test_the_fold_command_applies_the_caps_the_settings_give(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """`redstring fold` judges events with the workers' REDSTRING_MAX_* caps,
+    not the built-in defaults: the dry run refuses what the workers would."""
+    from click.testing import CliRunner
+
+    from streams.fold_cli import fold_command
+
+    events = tmp_path / "events.jsonl"
+    lines = [document(3)] + [merge("acme", f"n{i}", f"n{i + 1}") for i in range(3)]
+    events.write_bytes(b"\n".join(lines) + b"\n")
+
+    def dead_letters(**env: str) -> list[str]:
+        for name in ("REDSTRING_MAX_ENTITIES_PER_EVENT", "REDSTRING_MAX_ALIAS_DEPTH"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        result = CliRunner().invoke(fold_command, [str(events), "--out", str(tmp_path / "s")])
+        assert result.exit_code == 0, result.output
+        return [line for line in result.stderr.splitlines() if line.startswith("dead letter")]
+
+    assert dead_letters() == []
+    capped = dead_letters(REDSTRING_MAX_ENTITIES_PER_EVENT="2", REDSTRING_MAX_ALIAS_DEPTH="2")
+    assert len(capped) == 2, capped
+    assert capped[0].startswith("dead letter: line 1:") and "entities" in capped[0]
+    assert capped[1].startswith("dead letter: line 4:") and "REDSTRING_MAX_ALIAS_DEPTH" in capped[1]

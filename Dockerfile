@@ -19,16 +19,24 @@ RUN groupadd --system --gid 10001 redstring \
        --shell /usr/sbin/nologin redstring
 
 WORKDIR /app
+# Every runtime dependency at the exact version and hash of
+# requirements/runtime.lock (`make lock` writes it from pyproject.toml's
+# `runtime` extra), with the setuptools that builds the project; all install
+# from wheels, so the image needs no compiler. A layer of its own: a change to
+# the code does not reinstall them.
+COPY requirements/runtime.lock ./requirements/
+RUN pip install --no-cache-dir --require-hashes -r requirements/runtime.lock
 COPY pyproject.toml README.md ./
 COPY contracts ./contracts
 COPY projections ./projections
 COPY adapters ./adapters
 COPY streams ./streams
-# Every runtime dependency is pinned in pyproject.toml's `runtime` extra; all of
-# them install from wheels, so the image needs no compiler. (DL3013 asks for
-# `pkg==version`; this installs the local project, whose pins are in pyproject.)
+# The project itself, with its `runtime` extra checked against what the lock
+# installed: --no-index lets nothing else in (a dependency missing from the lock
+# fails the build), and the build uses the locked setuptools. (DL3013 asks for
+# `pkg==version`; this installs the local project, whose versions are locked.)
 # hadolint ignore=DL3013
-RUN pip install --no-cache-dir ".[runtime]" \
+RUN pip install --no-cache-dir --no-index --no-build-isolation ".[runtime]" \
     && rm -rf build ./*.egg-info
 
 USER 10001:10001

@@ -5,21 +5,45 @@
 #   make soak        the worker-loop simulation over thousands of fresh seeds (no servers;
 #                    REDSTRING_SIM_SEEDS, default 3000)
 #   make demo        start the local stack and run the pipeline end to end
+#   make package-check  build the sdist and wheel, install the wheel in a clean venv, run it
+#   make lock        refresh requirements/*.lock from pyproject.toml (UPGRADE=1: newest that fit)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.redstring-installed
 
-.PHONY: venv lint test test-fast test-services soak demo stack-demo stack-up stack-down stack-status
+.PHONY: venv lock package-check lint test test-fast test-services soak demo stack-demo stack-up stack-down stack-status
 
 venv: $(STAMP)
 
-# Reinstall only when pyproject.toml changed since the last install.
-$(STAMP): pyproject.toml
+# Reinstall only when pyproject.toml or the lock changed since the last install.
+# Every dependency comes from the lock, with its hashes; the project itself is
+# then built with the locked setuptools (no build isolation, so nothing unlocked).
+$(STAMP): pyproject.toml requirements/dev.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# The distribution was called `redstring` before it became redstring-projector.
+	@! $(BIN)/python -m pip show --quiet redstring 2>/dev/null || $(BIN)/python -m pip uninstall --quiet --yes redstring
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements/dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
+
+# The locks, from pyproject.toml and requirements/build.in, for Python 3.11 on
+# Linux, with the hashes of every file of each version: dev.lock (the dev extra,
+# which includes runtime and devstack) for the venv and CI, runtime.lock (the
+# runtime extra, at the same versions) for the image and .ci/package-check.
+# Versions already locked are kept while they fit; `make lock UPGRADE=1` takes the
+# newest that fit. Needs the package index.
+UV_COMPILE = $(BIN)/uv pip compile --quiet --generate-hashes --python-version 3.11 \
+	--python-platform linux --custom-compile-command 'make lock' $(if $(UPGRADE),--upgrade)
+
+lock: venv
+	$(UV_COMPILE) pyproject.toml requirements/build.in --extra dev -o requirements/dev.lock
+	$(UV_COMPILE) pyproject.toml requirements/build.in --extra runtime \
+		-c requirements/dev.lock -o requirements/runtime.lock
+
+package-check: venv
+	bash .ci/package-check
 
 lint: venv
 	$(BIN)/ruff check contracts projections adapters streams tests devstack

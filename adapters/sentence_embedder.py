@@ -1,6 +1,7 @@
 """An ``Embedder`` backed by sentence-transformers, for real embeddings.
 
-Optional: ``pip install 'redstring[embed]'`` brings the package (and torch).
+Optional: ``pip install 'redstring-projector[embed]'`` (in a checkout,
+``pip install -e '.[embed]'``) brings the package (and torch).
 This module imports without it; constructing an embedder without it raises an
 ``ImportError`` that says what to install.
 
@@ -26,7 +27,8 @@ __all__ = ["INSTALL_HINT", "SentenceTransformerEmbedder"]
 
 INSTALL_HINT = (
     "the sentence-transformers package is not installed; install the optional extra with "
-    "pip install 'redstring[embed]' (or use the built-in model 'redstring-hashing-v1')"
+    "pip install 'redstring-projector[embed]' (in a checkout: pip install -e '.[embed]'), "
+    "or use the built-in model 'redstring-hashing-v1'"
 )
 
 

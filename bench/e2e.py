@@ -934,7 +934,9 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    for name in ("redstring", "faust-streaming", "aiokafka", "confluent-kafka", "neo4j", "asyncpg"):
+    with contextlib.suppress(PackageNotFoundError):
+        out["redstring"] = version("redstring-projector")  # the distribution's name
+    for name in ("faust-streaming", "aiokafka", "confluent-kafka", "neo4j", "asyncpg"):
         with contextlib.suppress(PackageNotFoundError):
             out[name] = version(name)
     quix = QUIX_VENV / "lib"

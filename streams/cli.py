@@ -6,7 +6,7 @@ import click
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="redstring")
+@click.version_option(package_name="redstring-projector")
 def main() -> None:
     """redstring keeps a multi-tenant knowledge graph in Neo4j and Postgres/pgvector
     in sync with a Kafka event log.

@@ -95,12 +95,23 @@ def test_runs_as_a_fixed_non_root_user_matching_the_chart() -> None:
     assert context["runAsNonRoot"] is True
 
 
-def test_installs_the_package_with_its_runtime_extra() -> None:
-    runs = " ".join(args for kw, args in instructions() if kw == "RUN")
-    assert re.search(r"pip install --no-cache-dir \"?\.\[runtime\]\"?", runs), runs
-    copied = {args.split()[0] for kw, args in instructions() if kw == "COPY"}
+def test_installs_the_runtime_lock_with_hashes_then_the_package_with_nothing_else() -> None:
+    steps = instructions()
+    runs = [(i, args) for i, (kw, args) in enumerate(steps) if kw == "RUN"]
+    (lock_step,) = [
+        i for i, args in runs if "--require-hashes -r requirements/runtime.lock" in args
+    ]
+    (package_step,) = [i for i, args in runs if re.search(r"\"?\.\[runtime\]\"?", args)]
+    package = steps[package_step][1]
+    # The project's runtime extra is checked against what the lock installed;
+    # nothing comes from the index, and the build uses the locked setuptools.
+    assert re.search(r"pip install --no-cache-dir --no-index --no-build-isolation", package)
+    copied = {args.split()[0]: i for i, (kw, args) in enumerate(steps) if kw == "COPY"}
+    assert copied["requirements/runtime.lock"] < lock_step
+    # The dependencies' layer comes before the code: a code change does not reinstall them.
     for layer in ("contracts", "projections", "adapters", "streams"):
         assert layer in copied, f"{layer} is not copied into the image"
+        assert lock_step < copied[layer] < package_step
 
 
 def test_entrypoint_is_redstring_and_the_default_command_is_worker() -> None:

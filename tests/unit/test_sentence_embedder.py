@@ -21,7 +21,7 @@ def test_a_missing_package_says_what_to_install(
     with pytest.raises(ImportError) as raised:
         SentenceTransformerEmbedder(tmp_path)
     assert str(raised.value) == INSTALL_HINT
-    assert "redstring[embed]" in INSTALL_HINT
+    assert "redstring-projector[embed]" in INSTALL_HINT
 
 
 def test_a_model_must_be_a_local_directory(tmp_path: Path) -> None:

@@ -54,6 +54,18 @@ REDSTRING_KAFKA_SASL_USERNAME: {{ . | quote }}
 {{- if .Values.kafka.tls.caSecret.name }}
 REDSTRING_KAFKA_SSL_CAFILE: {{ printf "/etc/redstring/kafka-ca/%s" .Values.kafka.tls.caSecret.key | quote }}
 {{- end }}
+{{- with .Values.kafka.tls.clientCertSecret }}
+{{- if .name }}
+REDSTRING_KAFKA_SSL_CERTFILE: {{ printf "/etc/redstring/kafka-client/%s" .certKey | quote }}
+REDSTRING_KAFKA_SSL_KEYFILE: {{ printf "/etc/redstring/kafka-client/%s" .keyKey | quote }}
+{{- end }}
+{{- end }}
+{{- /* librdkafka properties passed through: client.id -> REDSTRING_KAFKA__CLIENT_ID.
+A number from a values file arrives as a float: written as the integer it is. */}}
+{{- range $property, $value := .Values.kafka.properties }}
+{{- if kindIs "float64" $value }}{{ $value = int64 $value }}{{ end }}
+REDSTRING_KAFKA__{{ $property | replace "." "_" | upper }}: {{ $value | toString | quote }}
+{{- end }}
 REDSTRING_TOPIC: {{ .Values.topic.name | quote }}
 REDSTRING_PARTITIONS: {{ .Values.topic.partitions | quote }}
 REDSTRING_REPLICATION_FACTOR: {{ .Values.topic.replicationFactor | quote }}
@@ -104,6 +116,9 @@ REDSTRING_CONTROL_KEY_ID: {{ .Values.projection.controlKeyId | quote }}
 {{- if .Values.kafka.sasl.passwordSecret.name }}
 {{ include "redstring.secretEnv" (list "REDSTRING_KAFKA_SASL_PASSWORD" .Values.kafka.sasl.passwordSecret) }}
 {{- end }}
+{{- if .Values.kafka.tls.keyPasswordSecret.name }}
+{{ include "redstring.secretEnv" (list "REDSTRING_KAFKA_SSL_KEY_PASSWORD" .Values.kafka.tls.keyPasswordSecret) }}
+{{- end }}
 {{- if .Values.neo4j.passwordSecret.name }}
 {{ include "redstring.secretEnv" (list "REDSTRING_NEO4J_PASSWORD" .Values.neo4j.passwordSecret) }}
 {{- end }}
@@ -125,11 +140,58 @@ REDSTRING_CONTROL_KEY_ID: {{ .Values.projection.controlKeyId | quote }}
 
 {{/* Checks that cannot be expressed in values.schema.json. */}}
 {{- define "redstring.validate" -}}
+{{- include "redstring.validateKafka" . }}
 {{- if and (not .Values.postgres.dsnSecret.name) (not .Values.postgres.dsn) }}
 {{- fail "set postgres.dsnSecret.name (an existing Secret holding the DSN) or postgres.dsn (a DSN without a password, with postgres.passwordSecret)" }}
 {{- end }}
 {{- if and .Values.replay.tenant (not .Values.controlKeySecret.name) (not .Values.controlKeysSecret.name) }}
 {{- fail "replay.tenant needs controlKeySecret.name or controlKeysSecret.name: the workers accept only signed replay requests" }}
+{{- end }}
+{{- end }}
+
+{{/*
+Kafka's settings, as streams/kafka_config.py judges them at a worker's start
+(refused here, at install, rather than in a crash loop), and the pass-through
+properties: none that has its own value (FIRST_CLASS there), no secret in the
+ConfigMap.
+*/}}
+{{- define "redstring.validateKafka" -}}
+{{- $kafka := .Values.kafka }}
+{{- $firstClass := dict
+  "bootstrap.servers" "kafka.bootstrap"
+  "security.protocol" "kafka.securityProtocol"
+  "sasl.mechanism" "kafka.sasl.mechanism"
+  "sasl.mechanisms" "kafka.sasl.mechanism"
+  "sasl.username" "kafka.sasl.username"
+  "sasl.password" "kafka.sasl.passwordSecret"
+  "ssl.ca.location" "kafka.tls.caSecret"
+  "ssl.certificate.location" "kafka.tls.clientCertSecret"
+  "ssl.key.location" "kafka.tls.clientCertSecret"
+  "ssl.key.password" "kafka.tls.keyPasswordSecret"
+  "group.id" "topic.groupId"
+  "session.timeout.ms" "projection.sessionTimeoutSeconds" }}
+{{- range $property, $_ := $kafka.properties }}
+{{- if hasKey $firstClass $property }}
+{{- fail (printf "kafka.properties.%s: set %s instead (one source of truth)" $property (get $firstClass $property)) }}
+{{- else if or (regexMatch "password|secret" $property) (has $property (list "ssl.key.pem" "sasl.oauthbearer.config")) }}
+{{- fail (printf "kafka.properties.%s is secret and would be in the ConfigMap in clear: pass it from an existing Secret (extraEnv with valueFrom.secretKeyRef, or extraEnvFrom)" $property) }}
+{{- end }}
+{{- end }}
+{{- $sasl := hasPrefix "SASL_" $kafka.securityProtocol }}
+{{- if and $sasl (not $kafka.sasl.mechanism) }}
+{{- fail (printf "kafka.securityProtocol=%s needs kafka.sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)" $kafka.securityProtocol) }}
+{{- end }}
+{{- if and $kafka.sasl.mechanism (not $sasl) }}
+{{- fail (printf "kafka.sasl.mechanism=%s is set but kafka.securityProtocol=%s does not use SASL: use SASL_SSL" $kafka.sasl.mechanism $kafka.securityProtocol) }}
+{{- end }}
+{{- if and (or $kafka.tls.caSecret.name $kafka.tls.clientCertSecret.name) (not (hasSuffix "SSL" $kafka.securityProtocol)) }}
+{{- fail (printf "kafka.tls is set but kafka.securityProtocol=%s does not use TLS: use SSL or SASL_SSL" $kafka.securityProtocol) }}
+{{- end }}
+{{- if and $kafka.tls.keyPasswordSecret.name (not $kafka.tls.clientCertSecret.name) }}
+{{- fail "kafka.tls.keyPasswordSecret is the password of a client key: set kafka.tls.clientCertSecret too" }}
+{{- end }}
+{{- if eq $kafka.tls.clientCertSecret.certKey $kafka.tls.clientCertSecret.keyKey }}
+{{- fail "kafka.tls.clientCertSecret: certKey and keyKey name the same key of the Secret" }}
 {{- end }}
 {{- end }}
 
@@ -145,6 +207,22 @@ REDSTRING_CONTROL_KEY_ID: {{ .Values.projection.controlKeyId | quote }}
       - key: {{ .Values.kafka.tls.caSecret.key | quote }}
         path: {{ .Values.kafka.tls.caSecret.key | quote }}
 {{- end }}
+{{- with .Values.kafka.tls.clientCertSecret }}
+{{- if .name }}
+- name: kafka-client-cert
+  secret:
+    secretName: {{ .name | quote }}
+    items:
+      - key: {{ .certKey | quote }}
+        path: {{ .certKey | quote }}
+      - key: {{ .keyKey | quote }}
+        path: {{ .keyKey | quote }}
+        {{- if $.Values.podSecurityContext.fsGroup }}
+        # 0440: the private key readable by the pod's fsGroup only.
+        mode: 288
+        {{- end }}
+{{- end }}
+{{- end }}
 {{- with .Values.extraVolumes }}
 {{ toYaml . }}
 {{- end }}
@@ -156,6 +234,11 @@ REDSTRING_CONTROL_KEY_ID: {{ .Values.projection.controlKeyId | quote }}
 {{- if .Values.kafka.tls.caSecret.name }}
 - name: kafka-ca
   mountPath: /etc/redstring/kafka-ca
+  readOnly: true
+{{- end }}
+{{- if .Values.kafka.tls.clientCertSecret.name }}
+- name: kafka-client-cert
+  mountPath: /etc/redstring/kafka-client
   readOnly: true
 {{- end }}
 {{- with .Values.extraVolumeMounts }}

@@ -52,7 +52,8 @@ def dev() -> None:
     """The local stack: Kafka 4 (KRaft), Neo4j 5.26 and Postgres+pgvector on 127.0.0.1.
 
     Data lives in .devstack/; jars are cached in ~/.m2 and ~/.cache/redstring.
-    `eval "$(redstring dev up)"` sets the REDSTRING_* endpoints in your shell.
+    `eval "$(redstring dev up)"` sets the REDSTRING_* endpoints in your shell (and the
+    DEVSTACK_KAFKA_* ones of Kafka's secured listeners: SSL, mTLS, SASL_SSL, SASL_PLAINTEXT).
     """
 
 

@@ -149,10 +149,52 @@ class Service:
 
 class Kafka(Service):
     name = "kafka"
-    port_names = ("kafka", "kafka_controller")
+    port_names = (
+        "kafka",
+        "kafka_controller",
+        "kafka_ssl",
+        "kafka_mtls",
+        "kafka_sasl_ssl",
+        "kafka_sasl_plaintext",
+    )
+    # The client listeners besides PLAINTEXT, by the name clients see in .devstack/env.
+    secured_listeners = {
+        "SSL": "kafka_ssl",
+        "MTLS": "kafka_mtls",
+        "SASL_SSL": "kafka_sasl_ssl",
+        "SASL_PLAINTEXT": "kafka_sasl_plaintext",
+    }
     stop_signal = signal.SIGTERM  # controlled shutdown
     stop_timeout = 60.0
     needs_java = True
+    sasl_user = versions.KAFKA_SASL_USER
+    scram_mechanisms = tuple(m for m in versions.KAFKA_SASL_MECHANISMS if m.startswith("SCRAM"))
+    scram_iterations = 4096  # Kafka's minimum, and what kafka-storage --add-scram uses
+
+    @property
+    def tls_dir(self) -> Path:
+        return self.home / "tls"
+
+    @property
+    def sasl_password_file(self) -> Path:
+        return self.home / "sasl-password"
+
+    @property
+    def scram_marker(self) -> Path:
+        """A hash of the user and password the SCRAM credentials were last set with."""
+        return self.home / "scram-credentials.sha256"
+
+    def sasl_password(self) -> str:
+        try:
+            return self.sasl_password_file.read_text().strip()
+        except FileNotFoundError:
+            raise DevstackError(
+                f"{self.sasl_password_file} is missing: run `redstring dev up` first"
+            ) from None
+
+    def _scram_digest(self) -> str:
+        text = f"{self.sasl_user}\0{self.sasl_password()}\0{self.scram_iterations}"
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def classpath(self, jdk: Jdk) -> list[str]:
         return resolve_classpath(
@@ -162,20 +204,34 @@ class Kafka(Service):
             jdk.home,
         )
 
+    def render_config(self, data: Path) -> str:
+        ports = self.ports()
+        template = string.Template((PACKAGE_DIR / "kafka-server.properties").read_text())
+        return template.substitute(
+            port=ports["kafka"],
+            controller_port=ports["kafka_controller"],
+            ssl_port=ports["kafka_ssl"],
+            mtls_port=ports["kafka_mtls"],
+            sasl_ssl_port=ports["kafka_sasl_ssl"],
+            sasl_plaintext_port=ports["kafka_sasl_plaintext"],
+            log_dirs=data,
+            tls_dir=self.tls_dir,
+            sasl_user=self.sasl_user,
+            sasl_password=self.sasl_password(),
+        )
+
     def prepare(self, jdk: Jdk | None) -> Launch:
         assert jdk is not None
+        from devstack import tls
+
         classpath = self.classpath(jdk)
         self.home.mkdir(parents=True, exist_ok=True)
         argfile = _write_argfile(self.home / "classpath.args", classpath)
-        ports = self.ports()
+        tls.ensure(self.tls_dir)
+        _write_secret(self.sasl_password_file, secrets.token_urlsafe(24))
         data = self.home / "data"
-        template = string.Template((PACKAGE_DIR / "kafka-server.properties").read_text())
         config = self.home / "server.properties"
-        config.write_text(
-            template.substitute(
-                port=ports["kafka"], controller_port=ports["kafka_controller"], log_dirs=data
-            )
-        )
+        _write_private(config, self.render_config(data))  # it holds the PLAIN password
         jvm = [
             jdk.java,
             *versions.KAFKA_HEAP,
@@ -192,17 +248,28 @@ class Kafka(Service):
         if not (data / "meta.properties").is_file():
             tool = [*jvm, "kafka.tools.StorageTool"]
             cluster_id = _run(self.name, [*tool, "random-uuid"], self.home).strip().splitlines()[-1]
-            _run(self.name, [*tool, "format", "-t", cluster_id, "-c", str(config)], self.home)
+            # The SCRAM credentials go into the first metadata records, so SASL/SCRAM
+            # works from the broker's first answer (after_ready adds them to a data
+            # directory formatted before the secured listeners existed).
+            scram = [
+                f"--add-scram={mechanism}=[name={self.sasl_user},"
+                f"password={self.sasl_password()},iterations={self.scram_iterations}]"
+                for mechanism in self.scram_mechanisms
+            ]
+            _run(
+                self.name,
+                [*tool, "format", "-t", cluster_id, "-c", str(config), *scram],
+                self.home,
+            )
             (self.home / "cluster-id").write_text(cluster_id + "\n")
+            self.scram_marker.write_text(self._scram_digest() + "\n")
         return Launch(argv=[*jvm, "kafka.Kafka", str(config)], cwd=self.home)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.main_port}"
 
-    def check(self, timeout: float, starting: bool = False) -> str:
-        if not port_answers(self.main_port):
-            raise ConnectionError("port closed")
+    def _admin(self) -> Any:
         try:
             from confluent_kafka.admin import AdminClient
         except ImportError:
@@ -215,15 +282,87 @@ class Kafka(Service):
             "socket.timeout.ms": 3000,
             "logger": quiet,
         }
-        admin = AdminClient(config)
-        metadata = admin.list_topics(timeout=timeout)
+        return AdminClient(config)
+
+    def check(self, timeout: float, starting: bool = False) -> str:
+        if not port_answers(self.main_port):
+            raise ConnectionError("port closed")
+        metadata = self._admin().list_topics(timeout=timeout)
         if not metadata.brokers:
             raise ConnectionError("no broker in metadata")
         broker = next(iter(metadata.brokers.values()))
-        return f"cluster {metadata.cluster_id}, broker {broker.id} at {broker.host}:{broker.port}"
+        answer = f"cluster {metadata.cluster_id}, broker {broker.id} at {broker.host}:{broker.port}"
+        ports = {listener: port(name) for listener, name in self.secured_listeners.items()}
+        closed = [f"{listener} {number}" for listener, number in ports.items()
+                  if not port_answers(number)]  # fmt: skip
+        if closed and starting:
+            raise ConnectionError(f"secured listener(s) not open yet: {', '.join(closed)}")
+        if closed:
+            # A broker started by a devstack without them: usable, but say so.
+            return (
+                f"{answer}; secured listeners CLOSED ({', '.join(closed)}): "
+                "restart Kafka (devstack down, then up) to open them"
+            )
+        secured = ", ".join(f"{listener} {number}" for listener, number in ports.items())
+        return f"{answer}; also {secured}"
+
+    def after_ready(self) -> None:
+        """Give the SASL user its SCRAM credentials if the cluster lacks them (a data
+        directory formatted before the secured listeners existed) or they were set with
+        another password. Idempotent; over PLAINTEXT, with the admin API."""
+        admin = self._admin()
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import (
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        if not self.sasl_password_file.is_file():  # a broker an older devstack started
+            _write_secret(self.sasl_password_file, secrets.token_urlsafe(24))
+        digest = self._scram_digest()
+        try:
+            described = admin.describe_user_scram_credentials([self.sasl_user])
+            info = described[self.sasl_user].result(timeout=30)
+            present = {i.mechanism.name.replace("_", "-") for i in info.scram_credential_infos}
+        except KafkaException:  # RESOURCE_NOT_FOUND: no credentials for the user yet
+            present = set()
+        try:
+            marker = self.scram_marker.read_text().strip()
+        except FileNotFoundError:
+            marker = ""
+        if present >= set(self.scram_mechanisms) and marker == digest:
+            return
+        password = self.sasl_password().encode()
+        for mechanism in self.scram_mechanisms:  # one request each: Kafka refuses a user twice
+            upsert = UserScramCredentialUpsertion(
+                self.sasl_user,
+                ScramCredentialInfo(
+                    getattr(ScramMechanism, mechanism.replace("-", "_")), self.scram_iterations
+                ),
+                password,
+            )
+            for future in admin.alter_user_scram_credentials([upsert]).values():
+                future.result(timeout=30)
+        self.scram_marker.write_text(digest + "\n")
 
     def env(self) -> dict[str, str]:
-        return {"REDSTRING_KAFKA_BOOTSTRAP": self.bootstrap}
+        from devstack.tls import TlsFiles
+
+        files = TlsFiles(self.tls_dir)
+        env = {"REDSTRING_KAFKA_BOOTSTRAP": self.bootstrap}
+        for listener, name in self.secured_listeners.items():
+            env[f"DEVSTACK_KAFKA_{listener}_BOOTSTRAP"] = f"127.0.0.1:{port(name)}"
+        env.update(
+            {
+                "DEVSTACK_KAFKA_CA_FILE": str(files.ca_cert),
+                "DEVSTACK_KAFKA_CLIENT_CERT_FILE": str(files.client_cert),
+                "DEVSTACK_KAFKA_CLIENT_KEY_FILE": str(files.client_key),
+                "DEVSTACK_KAFKA_SASL_USERNAME": self.sasl_user,
+                "DEVSTACK_KAFKA_SASL_PASSWORD": self.sasl_password(),
+            }
+        )
+        return env
 
 
 # --------------------------------------------------------------------------- Neo4j
@@ -493,6 +632,26 @@ def _ensure_traversable(path: Path, uid: int) -> None:
         info = directory.stat()
         if info.st_uid != uid and not info.st_mode & 0o001:
             os.chmod(directory, info.st_mode | 0o001)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (replacing it atomically)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    tmp.replace(path)
+
+
+def _write_secret(path: Path, value: str) -> None:
+    """Create ``path`` (mode 0600) holding ``value``, unless it exists: generated once."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
 
 
 def _write_argfile(path: Path, classpath: list[str]) -> Path:

@@ -160,7 +160,8 @@ def _start_one(
 
 
 def ensure_up(root: Path | None = None, *, report: Reporter = _stderr) -> dict[str, str]:
-    """Start whatever part of the stack is not running; return the REDSTRING_* endpoints.
+    """Start whatever part of the stack is not running; return the REDSTRING_* endpoints
+    (and the DEVSTACK_KAFKA_* ones of Kafka's secured listeners, for the tests of TLS/SASL).
 
     Idempotent: with everything already running it only checks that each server
     answers. Raises DevstackError with a one-line message when something is missing.

@@ -36,6 +36,11 @@ PGVECTOR_IMAGE = "pgvector/pgvector:pg18"  # Postgres 18, as the wheel
 PORTS: dict[str, int] = {
     "kafka": 19092,
     "kafka_controller": 19093,
+    # Kafka's secured listeners (for clients that test TLS/SASL; PLAINTEXT stays the default):
+    "kafka_ssl": 19094,  # SSL, the server's certificate only
+    "kafka_mtls": 19095,  # SSL with a client certificate required
+    "kafka_sasl_ssl": 19096,  # SASL_SSL: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN
+    "kafka_sasl_plaintext": 19097,  # SASL_PLAINTEXT: the same mechanisms
     "neo4j_bolt": 17687,
     "postgres": 15432,
 }
@@ -45,3 +50,7 @@ PORT_ENV: dict[str, str] = {name: f"REDSTRING_DEVSTACK_{name.upper()}_PORT" for 
 KAFKA_HEAP = ("-Xms128m", "-Xmx512m")
 NEO4J_HEAP = ("-Xms128m", "-Xmx768m")
 NEO4J_PAGECACHE_MB = 128
+
+# --- Kafka's SASL user (its password is generated once, in .devstack/kafka/) ---
+KAFKA_SASL_USER = "redstring"
+KAFKA_SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")

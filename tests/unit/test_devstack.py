@@ -58,30 +58,170 @@ def test_export_lines_round_trip_through_the_env_file(tmp_path: Path) -> None:
     assert shell.stdout == "a b'c$d"
 
 
-def test_kafka_config_is_loopback_kraft_without_auto_topic_creation(tmp_path: Path) -> None:
-    import string
-
-    template = (ROOT / "devstack" / "kafka-server.properties").read_text()
-    text = string.Template(template).substitute(
-        port=19092, controller_port=19093, log_dirs=tmp_path
-    )
-    config = dict(
+def kafka_config(tmp_path: Path) -> dict[str, str]:
+    """The rendered server.properties of a Kafka under ``tmp_path``, as a dict."""
+    kafka = Kafka(Layout(tmp_path))
+    kafka.home.mkdir(parents=True)
+    kafka.sasl_password_file.write_text("s3cret-Pw_1\n")
+    text = kafka.render_config(tmp_path / "data")
+    return dict(
         line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#")
     )
+
+
+def test_kafka_config_is_loopback_kraft_without_auto_topic_creation(tmp_path: Path) -> None:
+    config = kafka_config(tmp_path)
     assert config["process.roles"] == "broker,controller"
     assert config["auto.create.topics.enable"] == "false"
-    assert config["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    # PLAINTEXT stays the first listener, what everything uses, and the brokers' own.
+    assert config["listeners"].startswith(
+        "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093,"
+    )
+    assert config["advertised.listeners"].startswith("PLAINTEXT://127.0.0.1:19092,")
+    assert config["inter.broker.listener.name"] == "PLAINTEXT"
+    assert config["controller.listener.names"] == "CONTROLLER"
+    assert config["log.dirs"] == str(tmp_path / "data")
     assert config["group.initial.rebalance.delay.ms"] == "0"
     assert config["offsets.topic.replication.factor"] == "1"
     assert config["transaction.state.log.min.isr"] == "1"
 
 
+def test_kafka_has_the_secured_listeners_next_to_plaintext(tmp_path: Path) -> None:
+    config = kafka_config(tmp_path)
+    expected = {
+        "PLAINTEXT": ("PLAINTEXT", 19092),
+        "CONTROLLER": ("PLAINTEXT", 19093),
+        "SSL": ("SSL", 19094),
+        "MTLS": ("SSL", 19095),
+        "SASL_SSL": ("SASL_SSL", 19096),
+        "SASL_PLAINTEXT": ("SASL_PLAINTEXT", 19097),
+    }
+    protocols = dict(
+        pair.split(":") for pair in config["listener.security.protocol.map"].split(",")
+    )
+    listeners = dict(entry.split("://") for entry in config["listeners"].split(","))
+    advertised = dict(entry.split("://") for entry in config["advertised.listeners"].split(","))
+    assert protocols == {name: protocol for name, (protocol, _) in expected.items()}
+    assert listeners == {name: f"127.0.0.1:{number}" for name, (_, number) in expected.items()}
+    assert advertised == {k: v for k, v in listeners.items() if k != "CONTROLLER"}
+    assert {name: versions.PORTS[key] for name, key in Kafka.secured_listeners.items()} == {
+        name: number for name, (_, number) in expected.items() if name in Kafka.secured_listeners
+    }
+    assert len(set(versions.PORTS.values())) == len(versions.PORTS)
+
+    # TLS from PEM files in .devstack/kafka/tls (no keytool); only MTLS requires a client cert.
+    tls_dir = tmp_path / ".devstack" / "kafka" / "tls"
+    assert config["ssl.keystore.type"] == config["ssl.truststore.type"] == "PEM"
+    assert config["ssl.keystore.location"] == str(tls_dir / "server.pem")
+    assert config["ssl.truststore.location"] == str(tls_dir / "ca.pem")
+    assert config["listener.name.mtls.ssl.client.auth"] == "required"
+    assert config["listener.name.ssl.ssl.client.auth"] == "none"
+    assert config["listener.name.sasl_ssl.ssl.client.auth"] == "none"
+    assert "ssl.client.auth" not in config
+
+    # SASL: the three mechanisms on both SASL listeners, each with its JAAS login module.
+    mechanisms = ",".join(versions.KAFKA_SASL_MECHANISMS)
+    assert mechanisms == "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
+    for listener in ("sasl_ssl", "sasl_plaintext"):
+        prefix = f"listener.name.{listener}."
+        assert config[prefix + "sasl.enabled.mechanisms"] == mechanisms
+        for scram in ("scram-sha-256", "scram-sha-512"):
+            assert config[f"{prefix}{scram}.sasl.jaas.config"] == (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            )
+        assert config[prefix + "plain.sasl.jaas.config"] == (
+            "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'user_redstring="s3cret-Pw_1";'
+        )
+    assert "sasl.enabled.mechanisms" not in config  # nothing SASL for PLAINTEXT or CONTROLLER
+
+
+def test_kafka_env_adds_only_devstack_variables(tmp_path: Path) -> None:
+    kafka = Kafka(Layout(tmp_path))
+    with pytest.raises(DevstackError, match="sasl-password is missing"):
+        kafka.env()
+    kafka.home.mkdir(parents=True)
+    kafka.sasl_password_file.write_text("pw\n")
+    tls_dir = tmp_path / ".devstack" / "kafka" / "tls"
+    assert kafka.env() == {
+        "REDSTRING_KAFKA_BOOTSTRAP": "127.0.0.1:19092",
+        "DEVSTACK_KAFKA_SSL_BOOTSTRAP": "127.0.0.1:19094",
+        "DEVSTACK_KAFKA_MTLS_BOOTSTRAP": "127.0.0.1:19095",
+        "DEVSTACK_KAFKA_SASL_SSL_BOOTSTRAP": "127.0.0.1:19096",
+        "DEVSTACK_KAFKA_SASL_PLAINTEXT_BOOTSTRAP": "127.0.0.1:19097",
+        "DEVSTACK_KAFKA_CA_FILE": str(tls_dir / "ca.pem"),
+        "DEVSTACK_KAFKA_CLIENT_CERT_FILE": str(tls_dir / "client.pem"),
+        "DEVSTACK_KAFKA_CLIENT_KEY_FILE": str(tls_dir / "client.key"),
+        "DEVSTACK_KAFKA_SASL_USERNAME": "redstring",
+        "DEVSTACK_KAFKA_SASL_PASSWORD": "pw",
+    }
+
+
+def test_the_throwaway_ca_is_made_once_and_serves_tls_with_client_auth(tmp_path: Path) -> None:
+    import ssl
+    import threading
+
+    from cryptography import x509
+
+    from devstack import tls
+
+    files = tls.ensure(tmp_path / "tls")
+    first = {path: path.read_bytes() for path in files.all()}
+    for secret in (files.server_keystore, files.client_key):
+        assert secret.stat().st_mode & 0o077 == 0
+        assert secret.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")  # PKCS#8, clear
+    assert sorted(p.name for p in (tmp_path / "tls").iterdir()) == sorted(
+        p.name for p in files.all()
+    )
+    server = x509.load_pem_x509_certificates(files.server_keystore.read_bytes())[0]
+    names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+
+    # Reused as they are; a missing file makes a whole new set (the CA key is not kept).
+    assert tls.ensure(tmp_path / "tls") == files
+    assert {path: path.read_bytes() for path in files.all()} == first
+    files.client_key.unlink()
+    tls.ensure(tmp_path / "tls")
+    assert all(path.read_bytes() != first[path] for path in files.all())
+
+    # A TLS handshake with the files as Kafka and librdkafka use them: the client
+    # checks the server against the CA and 127.0.0.1, the server requires the client's.
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(files.server_keystore)
+    server_side.load_verify_locations(files.ca_cert)
+    server_side.verify_mode = ssl.CERT_REQUIRED
+    client_side = ssl.create_default_context(cafile=str(files.ca_cert))
+    client_side.load_cert_chain(files.client_cert, files.client_key)
+    peer: list[dict[str, object]] = []
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+
+        def accept() -> None:
+            conn, _ = listener.accept()
+            with server_side.wrap_socket(conn, server_side=True) as tls_conn:
+                peer.append(tls_conn.getpeercert() or {})
+                tls_conn.sendall(b"ok")
+
+        thread = threading.Thread(target=accept)
+        thread.start()
+        with (
+            socket.create_connection(listener.getsockname(), timeout=10) as raw,
+            client_side.wrap_socket(raw, server_hostname="127.0.0.1") as conn,
+        ):
+            assert conn.recv(2) == b"ok"
+        thread.join(timeout=10)
+    assert peer and (("commonName", "redstring"),) in peer[0]["subject"]  # type: ignore[operator]
+
+
 def test_ports_can_be_overridden(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(versions.PORT_ENV["kafka"], "29092")
+    monkeypatch.setenv(versions.PORT_ENV["kafka_sasl_ssl"], "29096")
     assert port("kafka") == 29092
-    assert Kafka(Layout(Path("/nonexistent"))).env() == {
-        "REDSTRING_KAFKA_BOOTSTRAP": "127.0.0.1:29092"
-    }
+    assert Kafka(Layout(Path("/nonexistent"))).bootstrap == "127.0.0.1:29092"
+    assert port("kafka_sasl_ssl") == 29096
+    assert versions.PORT_ENV["kafka_sasl_ssl"] == "REDSTRING_DEVSTACK_KAFKA_SASL_SSL_PORT"
     monkeypatch.setenv(versions.PORT_ENV["kafka"], "nope")
     with pytest.raises(DevstackError, match="not a port number"):
         port("kafka")
@@ -104,7 +244,7 @@ def test_a_taken_port_is_reported_in_one_line(
         taken = listener.getsockname()[1]
         assert not port_is_free(taken)
         # Other ports: free ones (the real stack may be running on the default ports).
-        for name in ("kafka", "kafka_controller", "neo4j_bolt"):
+        for name in versions.PORTS.keys() - {"postgres"}:
             monkeypatch.setenv(versions.PORT_ENV[name], str(free_port()))
         monkeypatch.setenv(versions.PORT_ENV["postgres"], str(taken))
         result = CliRunner().invoke(dev, ["up", "--root", str(tmp_path)])

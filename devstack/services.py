@@ -312,7 +312,7 @@ class Kafka(Service):
         another password. Idempotent; over PLAINTEXT, with the admin API."""
         admin = self._admin()
         from confluent_kafka import KafkaException
-        from confluent_kafka.admin import (
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
             ScramCredentialInfo,
             ScramMechanism,
             UserScramCredentialUpsertion,

@@ -14,6 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from contracts.domain import Position
+from streams.kafka_config import KafkaConnectError, explain
 from streams.partitioning import PARTITIONER
 from streams.settings import Settings
 
@@ -34,8 +35,13 @@ class AsyncProducer:
             "compression.type": "lz4",
             # Java-compatible: every producer must send a tenant to one partition.
             "partitioner": PARTITIONER,
+            # A configuration the brokers refuse fails the sends at once,
+            # rather than after message.timeout.ms of silent retries.
+            "error_cb": self._on_error,
             **overrides,
         }
+        self._refused: str | None = None
+        self._pending: set[asyncio.Future[Position]] = set()
         self._producer = Producer(config)
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, name="redstring-producer", daemon=True)
@@ -45,11 +51,24 @@ class AsyncProducer:
         while not self._stop.is_set():
             self._producer.poll(0.1)
 
+    def _on_error(self, error: KafkaError) -> None:
+        why = explain(error.name(), error.str())
+        if why is None or self._refused is not None:
+            return
+        self._refused = why
+        for future in list(self._pending):
+            future.get_loop().call_soon_threadsafe(_fail, future, why)
+
     def send(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Headers
     ) -> asyncio.Future[Position]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Position] = loop.create_future()
+        if self._refused is not None:
+            future.set_exception(KafkaConnectError(self._refused))
+            return future
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
 
         def delivered(error: KafkaError | None, message: Message) -> None:
             def settle() -> None:
@@ -77,9 +96,16 @@ class AsyncProducer:
                 self._producer.poll(0.05)
 
     def flush(self, timeout: float = 30.0) -> int:
+        if self._refused is not None:
+            return len(self._producer)  # nothing more will be delivered
         return int(self._producer.flush(timeout))
 
     def close(self) -> None:
         self.flush()
         self._stop.set()
         self._poller.join(timeout=5)
+
+
+def _fail(future: asyncio.Future[Position], why: str) -> None:
+    if not future.done():
+        future.set_exception(KafkaConnectError(why))

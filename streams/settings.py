@@ -1,11 +1,16 @@
 """Configuration from ``REDSTRING_*`` environment variables (DESIGN 7).
 
-Security settings (TLS, SASL, passwords) pass straight through to the clients;
-secrets are ``SecretStr`` so they never appear in logs or reprs.
+Kafka's security settings (TLS, SASL) map to every client through
+streams.kafka_config, and any other librdkafka property passes through as
+``REDSTRING_KAFKA__<property>``. Secrets are ``SecretStr`` so they never appear
+in logs or reprs. ``check_environment`` refuses a ``REDSTRING_*`` variable that
+names no setting (a misspelling would otherwise be ignored).
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,15 +35,39 @@ if TYPE_CHECKING:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="REDSTRING_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="REDSTRING_", extra="ignore", env_nested_delimiter="__"
+    )
 
     # Kafka
     kafka_bootstrap: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers.")
-    kafka_security_protocol: str = Field("PLAINTEXT", description="PLAINTEXT, SSL, SASL_SSL, ...")
-    kafka_sasl_mechanism: str | None = Field(None, description="e.g. SCRAM-SHA-512, PLAIN")
+    kafka_security_protocol: str = Field(
+        "PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
+    )
+    kafka_sasl_mechanism: str | None = Field(
+        None, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with SASL_SSL or SASL_PLAINTEXT)."
+    )
     kafka_sasl_username: str | None = Field(None, description="SASL user name.")
     kafka_sasl_password: SecretStr | None = Field(None, description="SASL password.")
-    kafka_ssl_cafile: str | None = Field(None, description="CA bundle for SSL listeners.")
+    kafka_ssl_cafile: str | None = Field(
+        None, description="CA bundle (PEM) that verifies the brokers' certificates."
+    )
+    kafka_ssl_certfile: str | None = Field(
+        None, description="Client certificate (PEM) for brokers that require mutual TLS."
+    )
+    kafka_ssl_keyfile: str | None = Field(
+        None, description="The client certificate's private key (PEM)."
+    )
+    kafka_ssl_key_password: SecretStr | None = Field(
+        None, description="Password of the client key, if it is encrypted."
+    )
+    kafka: dict[str, str] = Field(
+        default_factory=dict,
+        description="Any other librdkafka property, one variable each: "
+        "REDSTRING_KAFKA__<property> with its dots written as underscores (e.g. "
+        "REDSTRING_KAFKA__CLIENT_ID). The worker honours those with an aiokafka equivalent "
+        "(docs/deploy.md).",
+    )
     topic: str = Field("redstring.events", description="The events topic.")
     partitions: int = Field(12, ge=1, description="Partitions when creating the topic.")
     replication_factor: int = Field(1, ge=1, description="Replication when creating topics.")
@@ -218,19 +247,68 @@ class Settings(BaseSettings):
         return timedelta(seconds=self.control_max_age_s)
 
     def kafka_client_config(self) -> dict[str, Any]:
-        """librdkafka (confluent-kafka) settings shared by every client."""
-        config: dict[str, Any] = {
-            "bootstrap.servers": self.kafka_bootstrap,
-            "security.protocol": self.kafka_security_protocol,
-            # librdkafka's informational lines (level 6) are noise on a terminal.
-            "log_level": 4,
-        }
-        if self.kafka_sasl_mechanism:
-            config["sasl.mechanism"] = self.kafka_sasl_mechanism
-        if self.kafka_sasl_username:
-            config["sasl.username"] = self.kafka_sasl_username
-        if self.kafka_sasl_password is not None:
-            config["sasl.password"] = self.kafka_sasl_password.get_secret_value()
-        if self.kafka_ssl_cafile:
-            config["ssl.ca.location"] = self.kafka_ssl_cafile
-        return config
+        """librdkafka (confluent-kafka) settings shared by every client
+        (streams.kafka_config.client_configs)."""
+        from streams.kafka_config import client_configs
+
+        return client_configs(self).librdkafka
+
+
+#: REDSTRING_* variables that are not settings: the local stack's, the test
+#: suites' and the benchmarks' own knobs (names, then prefixes).
+TOOL_VARIABLES = frozenset(
+    {
+        "REDSTRING_CACHE_DIR",
+        "REDSTRING_HYPOTHESIS_PROFILE",
+        "REDSTRING_IMAGE_TAG",
+        "REDSTRING_JAVA_HOME",
+        "REDSTRING_KEEP_STACK",
+        "REDSTRING_LAYER",
+        "REDSTRING_M2_REPO",
+        "REDSTRING_PG_OS_USER",
+        "REDSTRING_ROOT",
+        "REDSTRING_TEST_STACK",
+        "REDSTRING_TOOLS_BIN",
+    }
+)
+TOOL_PREFIXES = (
+    "REDSTRING_CHAOS_",
+    "REDSTRING_DEVSTACK_",
+    "REDSTRING_SIM_",
+    "REDSTRING_WORKLOAD_",
+)
+
+
+def setting_variables() -> list[str]:
+    """The environment variable of every setting."""
+    return sorted(f"REDSTRING_{name.upper()}" for name in Settings.model_fields)
+
+
+def check_environment(environ: Mapping[str, str]) -> None:
+    """Refuse a ``REDSTRING_*`` variable that names no setting, with the
+    closest names: a misspelt ``REDSTRING_KAFKA_SASL_PASWORD`` would otherwise
+    be ignored and the client would connect without it."""
+    known = set(setting_variables())
+    unknown = []
+    for name in environ:
+        upper = name.upper()
+        if not upper.startswith("REDSTRING_") or upper in known or upper in TOOL_VARIABLES:
+            continue
+        if upper.startswith(TOOL_PREFIXES) or upper.startswith("REDSTRING_KAFKA__"):
+            continue
+        unknown.append(name)
+    if not unknown:
+        return
+    lines = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name.upper(), sorted(known), n=2, cutoff=0.75)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        lines.append(f"{name} is not a redstring setting{hint}")
+    raise UnknownSettingError(
+        "; ".join(lines) + ". docs/deploy.md lists every setting; unset the variable or fix "
+        "its name."
+    )
+
+
+class UnknownSettingError(ValueError):
+    pass

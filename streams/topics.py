@@ -13,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import (
     Consumer,
+    KafkaError,
     KafkaException,
     TopicCollection,
     TopicPartition,
@@ -23,6 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
+from streams.kafka_config import explain
 from streams.settings import Settings
 
 UNLIMITED = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
@@ -51,8 +53,35 @@ class TopicInfo:
         return len(self.partitions)
 
 
-def admin_client(settings: Settings) -> AdminClient:
-    return AdminClient(settings.kafka_client_config())
+class CheckedAdmin(AdminClient):
+    """An admin client whose calls fail at once, with the settings to fix, when
+    the brokers refuse its configuration (a wrong password, an untrusted CA, TLS
+    against a plaintext port): librdkafka would retry those until the request
+    timed out, and say only that it had."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.problems: list[str] = []
+        config: dict[str, Any] = {**settings.kafka_client_config(), "error_cb": self._on_error}
+        super().__init__(config)
+
+    def _on_error(self, error: KafkaError) -> None:
+        why = explain(error.name(), error.str())
+        if why is not None:
+            self.problems.append(why)
+
+    def result(self, future: Any, timeout: float = 30.0) -> Any:
+        """``future.result()``, or ``KafkaConnectError`` as soon as the brokers
+        refuse this client."""
+        deadline = time.monotonic() + timeout
+        while not future.done() and time.monotonic() < deadline:
+            self.poll(0.1)
+            if self.problems:
+                raise TopicError(self.problems[0])
+        return future.result(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def admin_client(settings: Settings) -> CheckedAdmin:
+    return CheckedAdmin(settings)
 
 
 def create_topics(settings: Settings, partitions: int | None = None) -> dict[str, str]:
@@ -73,7 +102,7 @@ def create_topics(settings: Settings, partitions: int | None = None) -> dict[str
     outcome: dict[str, str] = {}
     for name, future in admin.create_topics(wanted, request_timeout=30).items():
         try:
-            future.result()
+            admin.result(future)
             outcome[name] = "created"
         except KafkaException as exc:
             error = exc.args[0]
@@ -112,7 +141,7 @@ def describe_topic(settings: Settings, name: str | None = None) -> TopicInfo:
     admin = admin_client(settings)
     future = admin.describe_topics(TopicCollection([topic]), request_timeout=30)[topic]
     try:
-        description: Any = future.result()
+        description: Any = admin.result(future)
     except KafkaException as exc:
         error = exc.args[0]
         if error.name() in ("UNKNOWN_TOPIC_OR_PART", "UNKNOWN_TOPIC_ID"):

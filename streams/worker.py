@@ -29,6 +29,7 @@ from projections.graph import GraphProjection
 from projections.vector import VectorProjection
 from streams.bounds import ReadAhead
 from streams.deadletters import KafkaDeadLetterSink
+from streams.kafka_config import client_configs, faust_credentials
 from streams.loop import WorkerLoop
 from streams.metrics import Metrics
 from streams.probe import RecordProbe
@@ -209,6 +210,7 @@ class Runtime:
 
 
 def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[faust.App, Runtime]:
+    kafka = client_configs(settings)
     app = faust.App(
         settings.group_id,
         broker=[f"kafka://{host}" for host in settings.kafka_bootstrap.split(",")],
@@ -236,8 +238,17 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         # the batch in hand is finished by the agent (shielded below), and a
         # batch that runs after its partition moved is fenced by the stores.
         stream_wait_empty=False,
-        broker_credentials=_credentials(settings),
+        # TLS and SASL exactly as the CLI's clients get them (issue 16): Faust
+        # reads the protocol off the credentials' type and SSL context.
+        broker_credentials=faust_credentials(kafka.aiokafka),
+        **kafka.faust,
     )
+    if kafka.cli_only:
+        log.info(
+            "Kafka properties the worker's client has no equivalent for (they apply to the "
+            "CLI's clients only)",
+            extra={"properties": list(kafka.cli_only)},
+        )
     topic = app.topic(
         settings.topic,
         key_type=bytes,
@@ -317,16 +328,3 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         return web.bytes(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     return app, runtime
-
-
-def _credentials(settings: Settings) -> Any:
-    if not settings.kafka_sasl_mechanism:
-        return None
-    password = (
-        settings.kafka_sasl_password.get_secret_value() if settings.kafka_sasl_password else ""
-    )
-    return faust.SASLCredentials(
-        username=settings.kafka_sasl_username or "",
-        password=password,
-        mechanism=settings.kafka_sasl_mechanism,
-    )

@@ -26,11 +26,13 @@ def worker_command(worker_id: str | None) -> None:
 
     from faust.worker import Worker
 
+    from streams.kafka_config import client_configs
     from streams.logs import configure
     from streams.topics import TopicError, check_topics
     from streams.worker import build_app
 
     settings = Settings()
+    client_configs(settings)  # settings that cannot work are named before anything connects
     try:
         check_topics(settings)
     except TopicError as exc:

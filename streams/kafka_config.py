@@ -303,3 +303,40 @@ def explain(code: str, message: str) -> str | None:
             f"require a client certificate (broker said: {message})"
         )
     return None
+
+
+def tls_listener(bootstrap: str, timeout: float = 3.0) -> str | None:
+    """The first bootstrap server that completes a TLS handshake, if any. A
+    plaintext client against a TLS listener sees only "all brokers are down"
+    (the broker closes the connection at the first request), as it would for a
+    broker that is down; this tells the two apart."""
+    import socket
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with (
+                socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw,
+                context.wrap_socket(raw, server_hostname=host.strip("[]")),
+            ):
+                return server.strip()
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def explain_unreachable(settings: Settings) -> str | None:
+    """Why no broker answers, when the configuration is the reason."""
+    if settings.kafka_security_protocol.upper().endswith("SSL"):
+        return None
+    server = tls_listener(settings.kafka_bootstrap)
+    if server is None:
+        return None
+    return (
+        f"{server} speaks TLS but REDSTRING_KAFKA_SECURITY_PROTOCOL is "
+        f"{settings.kafka_security_protocol}: set it to SSL or SASL_SSL (or point "
+        "REDSTRING_KAFKA_BOOTSTRAP at a plaintext listener)"
+    )

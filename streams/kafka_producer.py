@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from contracts.domain import Position
-from streams.kafka_config import KafkaConnectError, explain
+from streams.kafka_config import KafkaConnectError, explain, explain_unreachable
 from streams.partitioning import PARTITIONER
 from streams.settings import Settings
 
@@ -40,6 +40,8 @@ class AsyncProducer:
             "error_cb": self._on_error,
             **overrides,
         }
+        self._settings = settings
+        self._diagnosed = False
         self._refused: str | None = None
         self._pending: set[asyncio.Future[Position]] = set()
         self._producer = Producer(config)
@@ -53,6 +55,9 @@ class AsyncProducer:
 
     def _on_error(self, error: KafkaError) -> None:
         why = explain(error.name(), error.str())
+        if why is None and error.code() == KafkaError._ALL_BROKERS_DOWN and not self._diagnosed:
+            self._diagnosed = True  # once: a broker that is down is waited for, not probed
+            why = explain_unreachable(self._settings)
         if why is None or self._refused is not None:
             return
         self._refused = why

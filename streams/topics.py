@@ -24,7 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     NewTopic,
 )
 
-from streams.kafka_config import explain
+from streams.kafka_config import explain, explain_unreachable
 from streams.settings import Settings
 
 UNLIMITED = {"retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
@@ -60,12 +60,17 @@ class CheckedAdmin(AdminClient):
     timed out, and say only that it had."""
 
     def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.problems: list[str] = []
+        self._diagnosed = False
         config: dict[str, Any] = {**settings.kafka_client_config(), "error_cb": self._on_error}
         super().__init__(config)
 
     def _on_error(self, error: KafkaError) -> None:
         why = explain(error.name(), error.str())
+        if why is None and error.code() == KafkaError._ALL_BROKERS_DOWN and not self._diagnosed:
+            self._diagnosed = True  # once: a broker that is down is waited for, not probed
+            why = explain_unreachable(self.settings)
         if why is not None:
             self.problems.append(why)
 

@@ -47,13 +47,9 @@ _NEO4J_CLEANUP = [
     "MATCH (n:Checkpoint) WHERE n.topic STARTS WITH $topics DELETE n",
 ]
 
-_FIELDS = {
-    "REDSTRING_KAFKA_BOOTSTRAP": "kafka_bootstrap",
-    "REDSTRING_NEO4J_URI": "neo4j_uri",
-    "REDSTRING_NEO4J_USER": "neo4j_user",
-    "REDSTRING_NEO4J_PASSWORD": "neo4j_password",
-    "REDSTRING_PG_DSN": "pg_dsn",
-}
+#: Every setting's variable (the endpoints, and the Kafka security settings of
+#: a deployment on a secured listener).
+_FIELDS = {f"REDSTRING_{name.upper()}": name for name in Settings.model_fields}
 
 
 @pytest.fixture(scope="session")

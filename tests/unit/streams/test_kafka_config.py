@@ -188,3 +188,48 @@ def test_a_misspelt_variable_is_refused_with_the_setting_it_resembles() -> None:
     assert "REDSTRING_KAFKA_SASL_PASWORD is not a redstring setting" in message
     assert "did you mean REDSTRING_KAFKA_SASL_PASSWORD" in message
     assert "REDSTRING_TOPPIC is not a redstring setting (did you mean REDSTRING_TOPIC" in message
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "named"),
+    [
+        (
+            "_AUTHENTICATION",
+            "sasl_ssl://127.0.0.1:19096/bootstrap: SASL authentication error: Authentication "
+            "failed during authentication due to invalid credentials with SASL mechanism "
+            "SCRAM-SHA-512",
+            "REDSTRING_KAFKA_SASL_PASSWORD",
+        ),
+        (
+            "_SSL",
+            "ssl://127.0.0.1:19094/bootstrap: SSL handshake failed: error:0A000086:SSL "
+            "routines::certificate verify failed: broker certificate could not be verified",
+            "REDSTRING_KAFKA_SSL_CAFILE",
+        ),
+        (
+            "_SSL",
+            "ssl://127.0.0.1:19092/bootstrap: SSL handshake failed: error:0A00010B:SSL "
+            "routines::wrong version number",
+            "REDSTRING_KAFKA_SECURITY_PROTOCOL",
+        ),
+        # A broker that is down or restarting is waited for, not explained.
+        (
+            "_TRANSPORT",
+            "127.0.0.1:19092/bootstrap: Connect to ipv4#127.0.0.1:19092 failed: "
+            "Connection refused (after 0ms in state CONNECT)",
+            None,
+        ),
+        ("_ALL_BROKERS_DOWN", "1/1 brokers are down", None),
+        ("_TRANSPORT", "127.0.0.1:19092/1: Disconnected (after 5012ms in state UP)", None),
+    ],
+)
+def test_refusals_are_explained_and_outages_are_not(
+    code: str, message: str, named: str | None
+) -> None:
+    from streams.kafka_config import explain
+
+    why = explain(code, message)
+    if named is None:
+        assert why is None
+    else:
+        assert why is not None and named in why and message in why

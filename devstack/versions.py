@@ -39,7 +39,7 @@ PORTS: dict[str, int] = {
     # Kafka's secured listeners (for clients that test TLS/SASL; PLAINTEXT stays the default):
     "kafka_ssl": 19094,  # SSL, the server's certificate only
     "kafka_mtls": 19095,  # SSL with a client certificate required
-    "kafka_sasl_ssl": 19096,  # SASL_SSL: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN
+    "kafka_sasl_ssl": 19096,  # SASL_SSL: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, OAUTHBEARER
     "kafka_sasl_plaintext": 19097,  # SASL_PLAINTEXT: the same mechanisms
     "neo4j_bolt": 17687,
     "postgres": 15432,
@@ -53,4 +53,4 @@ NEO4J_PAGECACHE_MB = 128
 
 # --- Kafka's SASL user (its password is generated once, in .devstack/kafka/) ---
 KAFKA_SASL_USER = "redstring"
-KAFKA_SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN")
+KAFKA_SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "OAUTHBEARER")

@@ -1,12 +1,16 @@
 """Kafka smoke tests of the local stack's secured listeners (devstack, see
 devstack/kafka-server.properties): one keyed record produced and consumed in a
 group with confluent-kafka over SSL, SSL with a client certificate (mTLS),
-SASL_SSL with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN, and SASL_PLAINTEXT; and a
-client with a wrong password, without the CA or without its certificate is
-refused at once, with an error that says why, instead of hanging."""
+SASL_SSL with SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN, and SASL_PLAINTEXT, and
+OAUTHBEARER with an unsigned JWT over both SASL listeners (Kafka's unsecured
+validator, for tests only); and a client with a wrong password, without the CA,
+without its certificate or with an expired or malformed token is refused at
+once, with an error that says why, instead of hanging."""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import os
 import socket
@@ -76,6 +80,14 @@ def tls(env: dict[str, str], *, client_certificate: bool = False) -> dict[str, A
 
 
 def sasl(env: dict[str, str], mechanism: str, password: str | None = None) -> dict[str, Any]:
+    if mechanism == "OAUTHBEARER":
+        # librdkafka's own unsigned JWT ("alg":"none", sub/iat/exp, an hour's life), which
+        # the broker's unsecured validator accepts: no password, no token endpoint.
+        return {
+            "sasl.mechanism": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": f"principal={env['DEVSTACK_KAFKA_SASL_USERNAME']}",
+        }
     return {
         "sasl.mechanism": mechanism,
         "sasl.username": env["DEVSTACK_KAFKA_SASL_USERNAME"],
@@ -125,6 +137,8 @@ ROUND_TRIPS: dict[str, Callable[[dict[str, str]], dict[str, Any]]] = {
     "SASL_SSL-SCRAM-SHA-512": lambda env: sasl_ssl_client(env, "SCRAM-SHA-512"),
     "SASL_SSL-PLAIN": lambda env: sasl_ssl_client(env, "PLAIN"),
     "SASL_PLAINTEXT-SCRAM-SHA-256": lambda env: sasl_plaintext_client(env, "SCRAM-SHA-256"),
+    "SASL_SSL-OAUTHBEARER": lambda env: sasl_ssl_client(env, "OAUTHBEARER"),
+    "SASL_PLAINTEXT-OAUTHBEARER": lambda env: sasl_plaintext_client(env, "OAUTHBEARER"),
 }
 
 
@@ -255,4 +269,49 @@ def test_mtls_without_a_client_certificate_is_refused_at_once(secure: dict[str, 
     # client on its first read after the handshake, so it is a transport error then.
     assert error.code() in {KafkaError._SSL, KafkaError._TRANSPORT}, error.str()
     assert "certificate" in error.str()
+    assert elapsed < FAIL_WITHIN
+
+
+def unsigned_jwt(claims: dict[str, Any]) -> str:
+    """An unsecured JWS (RFC 7515 A.5): header and claims, an empty signature."""
+
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none'})}.{part(claims)}."
+
+
+def bad_tokens(user: str) -> dict[str, str]:
+    now = int(time.time())
+    return {
+        "expired": unsigned_jwt({"sub": user, "iat": now - 7200, "exp": now - 3600}),
+        "not-a-jwt": "not-a-jwt",
+    }
+
+
+@pytest.mark.parametrize("token", ["expired", "not-a-jwt"])
+@pytest.mark.parametrize("listener", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_a_token_the_broker_rejects_is_an_authentication_error_at_once(
+    listener: str, token: str, secure: dict[str, str]
+) -> None:
+    user = secure["DEVSTACK_KAFKA_SASL_USERNAME"]
+    value = bad_tokens(user)[token]
+
+    def oauth_cb(_config: str) -> tuple[str, float, str, dict[str, str]]:
+        # librdkafka refuses a token whose lifetime has passed, so it is told an hour
+        # from now; the broker goes by the JWT's own exp claim.
+        return value, time.time() + 3600, user, {}
+
+    config = {
+        "bootstrap.servers": secure[f"DEVSTACK_KAFKA_{listener}_BOOTSTRAP"],
+        "security.protocol": listener,
+        **(tls(secure) if listener == "SASL_SSL" else {}),
+        "sasl.mechanism": "OAUTHBEARER",
+        "oauth_cb": oauth_cb,
+    }
+    error, elapsed = first_error(config)
+    assert error.code() == KafkaError._AUTHENTICATION, error.str()
+    # The broker's unsecured validator turned the token down (RFC 6750 error code):
+    # not "Unsupported SASL mechanism", what a broker without OAUTHBEARER answers.
+    assert '{"status":"invalid_token"}' in error.str(), error.str()
     assert elapsed < FAIL_WITHIN

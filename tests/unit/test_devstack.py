@@ -119,9 +119,9 @@ def test_kafka_has_the_secured_listeners_next_to_plaintext(tmp_path: Path) -> No
     assert config["listener.name.sasl_ssl.ssl.client.auth"] == "none"
     assert "ssl.client.auth" not in config
 
-    # SASL: the three mechanisms on both SASL listeners, each with its JAAS login module.
+    # SASL: the four mechanisms on both SASL listeners, each with its JAAS login module.
     mechanisms = ",".join(versions.KAFKA_SASL_MECHANISMS)
-    assert mechanisms == "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
+    assert mechanisms == "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER"
     for listener in ("sasl_ssl", "sasl_plaintext"):
         prefix = f"listener.name.{listener}."
         assert config[prefix + "sasl.enabled.mechanisms"] == mechanisms
@@ -133,6 +133,19 @@ def test_kafka_has_the_secured_listeners_next_to_plaintext(tmp_path: Path) -> No
             "org.apache.kafka.common.security.plain.PlainLoginModule required "
             'user_redstring="s3cret-Pw_1";'
         )
+        # OAUTHBEARER (tests only): unsigned JWTs, checked by Kafka's unsecured validator;
+        # the login module's unsecured token is the broker's own, never sent (no SASL
+        # between brokers), but Kafka logs it in at start, so it needs a sub.
+        assert config[prefix + "oauthbearer.sasl.jaas.config"] == (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="redstring";'
+        )
+        assert config[prefix + "oauthbearer.sasl.server.callback.handler.class"] == (
+            "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+            "OAuthBearerUnsecuredValidatorCallbackHandler"
+        )
+    assert Kafka.scram_mechanisms == ("SCRAM-SHA-256", "SCRAM-SHA-512")
+    assert not any(key.startswith("sasl.") for key in config)  # none outside the listeners
     assert "sasl.enabled.mechanisms" not in config  # nothing SASL for PLAINTEXT or CONTROLLER
 
 

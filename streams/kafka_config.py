@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from streams.settings import Settings
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 #: librdkafka properties that have a first-class setting: passing them through
 #: as well would make two sources of truth.
@@ -38,6 +38,7 @@ FIRST_CLASS = {
     "ssl.certificate.location": "REDSTRING_KAFKA_SSL_CERTFILE",
     "ssl.key.location": "REDSTRING_KAFKA_SSL_KEYFILE",
     "ssl.key.password": "REDSTRING_KAFKA_SSL_KEY_PASSWORD",
+    "sasl.oauthbearer.client.secret": "REDSTRING_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET",
     "group.id": "REDSTRING_GROUP_ID",
     "session.timeout.ms": "REDSTRING_SESSION_TIMEOUT_S",
 }
@@ -53,8 +54,18 @@ WORKER_EQUIVALENTS: dict[str, tuple[str, Any]] = {
     "connections.max.idle.ms": ("consumer_connections_max_idle_ms", int),
     "check.crcs": ("broker_check_crcs", lambda v: v.strip().lower() in {"true", "1"}),
 }
-#: Security properties the worker honours through its SSL context.
+#: Security properties the worker honours through its SSL context and its
+#: OAUTHBEARER token provider (streams.oauth).
 _WORKER_SSL = {"ssl.endpoint.identification.algorithm", "enable.ssl.certificate.verification"}
+_WORKER_OAUTH = {
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.extensions",
+    "sasl.oauthbearer.config",
+    "enable.sasl.oauthbearer.unsecure.jwt",
+}
 #: Prefixes of properties that change how a client authenticates or encrypts:
 #: one the worker cannot honour stops it (it would connect with less).
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
@@ -120,7 +131,9 @@ def _check_security(settings: Settings) -> tuple[str, str | None]:
                 f"REDSTRING_KAFKA_SASL_MECHANISM={settings.kafka_sasl_mechanism!r}: "
                 f"use one of {', '.join(MECHANISMS)}"
             )
-        if not settings.kafka_sasl_username or settings.kafka_sasl_password is None:
+        if mechanism == "OAUTHBEARER":
+            pass  # a token provider instead: _token_provider
+        elif not settings.kafka_sasl_username or settings.kafka_sasl_password is None:
             raise KafkaConfigError(
                 f"SASL {mechanism} needs REDSTRING_KAFKA_SASL_USERNAME and "
                 "REDSTRING_KAFKA_SASL_PASSWORD"
@@ -143,6 +156,44 @@ def _check_security(settings: Settings) -> tuple[str, str | None]:
             f"{protocol} does not use TLS: use SSL (or SASL_SSL)"
         )
     return protocol, mechanism
+
+
+def _token_provider(settings: Settings, props: Mapping[str, str]) -> Any:
+    """The worker's OAUTHBEARER token provider, from the properties librdkafka
+    reads for its own (streams.oauth)."""
+    from streams.oauth import OidcTokenProvider, UnsecuredTokenProvider, principal_of
+
+    if props.get("sasl.oauthbearer.method", "").lower() == "oidc":
+        endpoint = props.get("sasl.oauthbearer.token.endpoint.url")
+        client_id = props.get("sasl.oauthbearer.client.id")
+        secret = settings.kafka_sasl_oauthbearer_client_secret
+        if not endpoint or not client_id or secret is None:
+            raise KafkaConfigError(
+                "OAUTHBEARER with OIDC needs REDSTRING_KAFKA__SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL, "
+                "REDSTRING_KAFKA__SASL_OAUTHBEARER_CLIENT_ID and "
+                "REDSTRING_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET"
+            )
+        return OidcTokenProvider(
+            endpoint,
+            client_id,
+            secret.get_secret_value(),
+            props.get("sasl.oauthbearer.scope"),
+            props.get("sasl.oauthbearer.extensions"),
+        )
+    if not _off(props.get("enable.sasl.oauthbearer.unsecure.jwt", "false")):
+        principal = principal_of(props.get("sasl.oauthbearer.config", ""))
+        if principal is None:
+            raise KafkaConfigError(
+                "unsecured OAUTHBEARER tokens need REDSTRING_KAFKA__SASL_OAUTHBEARER_CONFIG="
+                "principal=<name>"
+            )
+        return UnsecuredTokenProvider(principal)
+    raise KafkaConfigError(
+        "REDSTRING_KAFKA_SASL_MECHANISM=OAUTHBEARER needs a token source: "
+        "REDSTRING_KAFKA__SASL_OAUTHBEARER_METHOD=oidc with its endpoint, client id and "
+        "REDSTRING_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET (docs/deploy.md, 'OAUTHBEARER'), or "
+        "REDSTRING_KAFKA__ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT=true for a test broker"
+    )
 
 
 def _off(value: str | None) -> bool:
@@ -189,7 +240,15 @@ def client_configs(settings: Settings) -> ClientConfigs:
         "log_level": 4,
     }
     aiokafka: dict[str, Any] = {"security_protocol": protocol}
-    if mechanism is not None:
+    if mechanism == "OAUTHBEARER":
+        librdkafka["sasl.mechanism"] = mechanism
+        secret = settings.kafka_sasl_oauthbearer_client_secret
+        if secret is not None:
+            librdkafka["sasl.oauthbearer.client.secret"] = secret.get_secret_value()
+        aiokafka.update(
+            sasl_mechanism=mechanism, sasl_oauth_token_provider=_token_provider(settings, props)
+        )
+    elif mechanism is not None:
         password = settings.kafka_sasl_password
         assert password is not None  # _check_security
         librdkafka.update(
@@ -225,7 +284,7 @@ def client_configs(settings: Settings) -> ClientConfigs:
                 raise KafkaConfigError(
                     f"REDSTRING_KAFKA__{name.replace('.', '_').upper()}={value!r}: not a number"
                 ) from None
-        elif name in _WORKER_SSL or name == "ssl.ca.pem":
+        elif name in _WORKER_SSL or name in _WORKER_OAUTH or name == "ssl.ca.pem":
             pass  # in the SSL context
         elif name.startswith(_SECURITY_PREFIXES):
             unsupported.append(name)
@@ -256,6 +315,10 @@ def faust_credentials(aiokafka: Mapping[str, Any]) -> Any:
         return None
     if protocol == "SSL":
         return faust.SSLCredentials(context)
+    if aiokafka["sasl_mechanism"] == "OAUTHBEARER":
+        return faust.OAuthCredentials(
+            oauth_cb=aiokafka["sasl_oauth_token_provider"], ssl_context=context
+        )
     return faust.SASLCredentials(
         username=aiokafka["sasl_plain_username"],
         password=aiokafka["sasl_plain_password"],

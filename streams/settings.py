@@ -45,10 +45,17 @@ class Settings(BaseSettings):
         "PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
     )
     kafka_sasl_mechanism: str | None = Field(
-        None, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (with SASL_SSL or SASL_PLAINTEXT)."
+        None,
+        description="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (with SASL_SSL or "
+        "SASL_PLAINTEXT).",
     )
     kafka_sasl_username: str | None = Field(None, description="SASL user name.")
     kafka_sasl_password: SecretStr | None = Field(None, description="SASL password.")
+    kafka_sasl_oauthbearer_client_secret: SecretStr | None = Field(
+        None,
+        description="OAUTHBEARER with OIDC: the client secret for the token endpoint "
+        "(REDSTRING_KAFKA__SASL_OAUTHBEARER_* give the rest).",
+    )
     kafka_ssl_cafile: str | None = Field(
         None, description="CA bundle (PEM) that verifies the brokers' certificates."
     )

@@ -97,6 +97,8 @@ async def wipe_neo4j(env: dict[str, str], tenants: str, topics: str) -> None:
 def settings_for(env: dict[str, str], **overrides: Any) -> Settings:
     """Settings from an env dict (never from this process's environment)."""
     values: dict[str, Any] = {field: env[key] for key, field in _FIELDS.items() if key in env}
+    prefix = "REDSTRING_KAFKA__"
+    values["kafka"] = {k[len(prefix) :].lower(): v for k, v in env.items() if k.startswith(prefix)}
     values.update(
         pg_schema=env["REDSTRING_PG_SCHEMA"],
         control_key=env["REDSTRING_CONTROL_KEY"],

@@ -19,16 +19,31 @@ import pytest
 
 from devstack.tls import ensure
 from streams.dlq import read_letters
+from streams.oauth import unsecured_jwt
 from streams.stores import Stores, open_stores
 from tests.e2e.conftest import Deployment, deployed
 from tests.e2e.histories import assert_matches_oracle, generate, publish
 from tests.e2e.workers import ROOT
+from tests.oidc import TokenEndpoint, serving
 
 pytestmark = pytest.mark.services
 
 
-def secured(stack_env: dict[str, str], listener: str) -> dict[str, str]:
+def secured(stack_env: dict[str, str], listener: str, token_url: str = "") -> dict[str, str]:
     """The REDSTRING_* settings of a client of one secured listener."""
+    if listener == "oauthbearer":
+        # OIDC client credentials, as a cloud's identity provider would be
+        # asked; the local broker accepts the endpoint's unsigned tokens.
+        return {
+            "REDSTRING_KAFKA_BOOTSTRAP": stack_env["DEVSTACK_KAFKA_SASL_SSL_BOOTSTRAP"],
+            "REDSTRING_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "REDSTRING_KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+            "REDSTRING_KAFKA_SSL_CAFILE": stack_env["DEVSTACK_KAFKA_CA_FILE"],
+            "REDSTRING_KAFKA__SASL_OAUTHBEARER_METHOD": "oidc",
+            "REDSTRING_KAFKA__SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL": token_url,
+            "REDSTRING_KAFKA__SASL_OAUTHBEARER_CLIENT_ID": "projector",
+            "REDSTRING_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET": "s3cret",
+        }
     if listener == "sasl_ssl":
         return {
             "REDSTRING_KAFKA_BOOTSTRAP": stack_env["DEVSTACK_KAFKA_SASL_SSL_BOOTSTRAP"],
@@ -48,12 +63,14 @@ def secured(stack_env: dict[str, str], listener: str) -> dict[str, str]:
     }
 
 
-@pytest.fixture(params=["sasl_ssl", "mtls"])
+@pytest.fixture(params=["sasl_ssl", "mtls", "oauthbearer"])
 def secure_deployment(
     request: pytest.FixtureRequest, e2e_env: dict[str, str], tmp_path: Path
 ) -> Iterator[Deployment]:
-    with deployed({**e2e_env, **secured(e2e_env, request.param)}, tmp_path) as deployment:
-        yield deployment
+    with serving(TokenEndpoint(issue=lambda _: unsecured_jwt("redstring"))) as tokens:
+        env = {**e2e_env, **secured(e2e_env, request.param, tokens.url)}
+        with deployed(env, tmp_path) as deployment:
+            yield deployment
 
 
 async def test_the_pipeline_runs_over_a_secured_listener(secure_deployment: Deployment) -> None:

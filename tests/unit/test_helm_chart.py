@@ -374,7 +374,7 @@ def test_the_all_on_values_switch_every_option_on() -> None:
         (["extraEnv[0].name=REDSTRING_NEO4J_PASSWORD", "extraEnv[0].value=x"], "extraEnv"),
         (["replay.tenant=Not A Tenant"], "tenant"),
         (["kafka.securityProtocol=TLS"], "securityProtocol"),
-        (["kafka.securityProtocol=SASL_SSL", "kafka.sasl.mechanism=OAUTHBEARER"], "mechanism"),
+        (["kafka.securityProtocol=SASL_SSL", "kafka.sasl.mechanism=GSSAPI"], "mechanism"),
         (["kafka.securityProtocol=SASL_SSL", "kafka.sasl.mechanism=GSSAPI"], "mechanism"),
         # (helm names a wrong place for an invalid property name: the name is the complaint)
         ([r"kafka.properties.Client\.Id=x"], "invalid propertyName 'Client.Id'"),
@@ -419,7 +419,6 @@ def test_kafka_properties_that_have_their_own_value_are_refused(name: str) -> No
 @pytest.mark.parametrize(
     "name",
     [
-        "sasl.oauthbearer.client.secret",
         "ssl.keystore.password",
         "ssl.truststore.password",
         "ssl.key.pem",
@@ -581,6 +580,7 @@ SECRET_SETTINGS = {
 def test_the_secret_settings_are_the_ones_the_chart_references() -> None:
     assert SECRET_SETTINGS == {
         "kafka_sasl_password",
+        "kafka_sasl_oauthbearer_client_secret",
         "kafka_ssl_key_password",
         "neo4j_password",
         "pg_dsn",

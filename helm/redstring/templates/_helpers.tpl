@@ -116,6 +116,9 @@ REDSTRING_CONTROL_KEY_ID: {{ .Values.projection.controlKeyId | quote }}
 {{- if .Values.kafka.sasl.passwordSecret.name }}
 {{ include "redstring.secretEnv" (list "REDSTRING_KAFKA_SASL_PASSWORD" .Values.kafka.sasl.passwordSecret) }}
 {{- end }}
+{{- if .Values.kafka.sasl.oauthbearerClientSecret.name }}
+{{ include "redstring.secretEnv" (list "REDSTRING_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET" .Values.kafka.sasl.oauthbearerClientSecret) }}
+{{- end }}
 {{- if .Values.kafka.tls.keyPasswordSecret.name }}
 {{ include "redstring.secretEnv" (list "REDSTRING_KAFKA_SSL_KEY_PASSWORD" .Values.kafka.tls.keyPasswordSecret) }}
 {{- end }}
@@ -168,6 +171,7 @@ ConfigMap.
   "ssl.certificate.location" "kafka.tls.clientCertSecret"
   "ssl.key.location" "kafka.tls.clientCertSecret"
   "ssl.key.password" "kafka.tls.keyPasswordSecret"
+  "sasl.oauthbearer.client.secret" "kafka.sasl.oauthbearerClientSecret"
   "group.id" "topic.groupId"
   "session.timeout.ms" "projection.sessionTimeoutSeconds" }}
 {{- range $property, $_ := $kafka.properties }}

@@ -24,6 +24,7 @@ from streams.kafka_config import (
     faust_credentials,
     property_name,
 )
+from streams.oauth import OidcTokenProvider
 from streams.settings import Settings, UnknownSettingError, check_environment
 
 Certs = TlsFiles
@@ -48,7 +49,17 @@ def combinations(certs: Certs) -> list[dict[str, Any]]:
             mechanisms, [False, True] if tls else [False], [False, True] if tls else [False]
         ):
             values: dict[str, Any] = {"kafka_security_protocol": protocol}
-            if mechanism:
+            if mechanism == "OAUTHBEARER":
+                values.update(
+                    kafka_sasl_mechanism=mechanism,
+                    kafka_sasl_oauthbearer_client_secret="s3cret",
+                    kafka={
+                        "sasl_oauthbearer_method": "oidc",
+                        "sasl_oauthbearer_client_id": "alice",
+                        "sasl_oauthbearer_token_endpoint_url": "https://idp.example/token",
+                    },
+                )
+            elif mechanism:
                 values.update(
                     kafka_sasl_mechanism=mechanism,
                     kafka_sasl_username="alice",
@@ -67,7 +78,7 @@ def combinations(certs: Certs) -> list[dict[str, Any]]:
 
 def test_every_combination_reaches_both_libraries_alike(certs: Certs) -> None:
     cases = combinations(certs)
-    assert len(cases) == 1 + 4 + 3 + 3 * 4  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    assert len(cases) == 1 + 4 + 4 + 4 * 4  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
     for values in cases:
         configs = client_configs(settings(**values))
         rd, aio = configs.librdkafka, configs.aiokafka
@@ -89,7 +100,15 @@ def test_every_combination_reaches_both_libraries_alike(certs: Certs) -> None:
             assert "ssl_context" not in aio and faust_auth.get("ssl_context") is None
             assert not any(key.startswith("ssl.") for key in rd)
         mechanism = values.get("kafka_sasl_mechanism")
-        if mechanism:
+        if mechanism == "OAUTHBEARER":
+            assert rd["sasl.mechanism"] == faust_auth["sasl_mechanism"] == mechanism
+            assert rd["sasl.oauthbearer.method"] == "oidc"
+            assert rd["sasl.oauthbearer.client.id"] == "alice"
+            assert rd["sasl.oauthbearer.client.secret"] == "s3cret"
+            provider = faust_auth["sasl_oauth_token_provider"]
+            assert isinstance(provider, OidcTokenProvider)
+            assert (provider.endpoint, provider.client_id) == ("https://idp.example/token", "alice")
+        elif mechanism:
             assert rd["sasl.mechanism"] == faust_auth["sasl_mechanism"] == mechanism
             assert rd["sasl.username"] == faust_auth["sasl_plain_username"] == "alice"
             assert rd["sasl.password"] == faust_auth["sasl_plain_password"] == "s3cret"

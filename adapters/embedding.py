@@ -4,7 +4,7 @@ Words and character trigrams are hashed with BLAKE2b into signed buckets and
 the result is L2-normalised, so texts that share words or spellings land near
 each other. The model name keys the hash: two identities with different model
 names produce unrelated vectors, as two real models would. Documents and
-queries carry different prefixes (seed ADR 0043), so the same text embeds
+queries carry different prefixes (docs/adr/0015-embedding-identity.md), so the same text embeds
 differently on each side, as it does with E5-style models.
 """
 

@@ -1,4 +1,5 @@
-"""Tenant isolation the calling code cannot forget (seed 001, DESIGN section 8).
+"""Tenant isolation the calling code cannot forget (docs/adr/0013-tenant-isolation.md,
+docs/design.md 8).
 
 Adapters bind the tenant named in a call with :func:`tenant_scope`, derive a
 :class:`Partition` from the bound context (there is no constructor that takes a

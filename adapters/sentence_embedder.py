@@ -7,7 +7,7 @@ This module imports without it; constructing an embedder without it raises an
 
 The model is loaded from a local directory only (``local_files_only=True``):
 a worker never downloads weights at run time, so what it embeds with is
-exactly what was deployed beside it. Prefixes (seed ADR 0043) come from the
+exactly what was deployed beside it. Prefixes (docs/adr/0015-embedding-identity.md) come from the
 model's own configured prompts (``query`` and ``document``/``passage``, as
 E5-style models ship them) unless given; they are part of the identity the
 vector store is bound to, so a changed prefix is a new store.

@@ -1,5 +1,5 @@
 """End-to-end projection speed on the real stack, side by side with the stores'
-ceiling, the Kafka ceiling and a peer (DESIGN 10; issue 10).
+ceiling, the Kafka ceiling and a peer (docs/design.md 10; issue 10).
 
     python -m bench.e2e [--size tiny|small|large] [--seed N] [--no-peer]
                         [--profile] [--results DIR] [--keep]

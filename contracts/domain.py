@@ -351,7 +351,7 @@ class VectorMatch:
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingIdentity:
-    """What a vector store's vectors mean (seed ADRs 0017, 0043): vectors made
+    """What a vector store's vectors mean (docs/adr/0015-embedding-identity.md): vectors made
     by another model, dimension or prefix are not comparable with them."""
 
     model: str
@@ -397,7 +397,7 @@ RebuildState = Literal["deleting", "rebuilding"]
 
 @dataclass(frozen=True, slots=True)
 class RebuildMarker:
-    """An open rebuild of one tenant on one partition (DESIGN section 6).
+    """An open rebuild of one tenant on one partition (docs/design.md 6).
 
     While open, the store applies an event of ``tenant_id`` only when
     ``applied_through < offset < end_offset`` and nothing of the tenant at or

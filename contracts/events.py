@@ -1,4 +1,4 @@
-"""The event contract (DESIGN section 3): the product's most public interface.
+"""The event contract (docs/design.md 3): the product's most public interface.
 
 A Kafka value is a UTF-8 JSON envelope; the key is the tenant id. Parsing is
 strict and total: JSON types exactly as docs/events.md gives them (no "1" for

@@ -108,7 +108,7 @@ class Admission:
 
 
 async def next_needed_offset(ledger: ProjectionLedger, partition: StreamPartition) -> int:
-    """DESIGN 5.2: the lowest offset this store still needs, from the store alone."""
+    """docs/design.md 5.2: the lowest offset this store still needs, from the store alone."""
     windows = [
         m.applied_through + 1
         for m in await ledger.rebuild_markers(partition)

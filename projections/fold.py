@@ -3,7 +3,7 @@ admission (checkpoint fence, rebuild windows, tombstones), event-id
 deduplication, refused merges, and the replay and erasure control flows.
 
 A batch must leave exactly the state that applying its events one by one
-would (DESIGN 5.3). The events between control events share one unit of work
+would (docs/design.md 5.3). The events between control events share one unit of work
 (a run of consecutive extractions shares each write); a control event ends the
 segment before it, and a replay request ends the batch. A merge is known to
 close an alias cycle only once its aliases are written, so a segment whose
@@ -12,7 +12,7 @@ re-applied one event per unit of work, where the refused merge is rolled back
 alone (ADR 0007).
 
 Folds that apply the same records to different stores reach the same verdict
-for every event (DESIGN 5.10): given seats of one ``Verdicts``, they meet
+for every event (docs/design.md 5.10): given seats of one ``Verdicts``, they meet
 before each unit of work commits, and commit it only if no store refused any
 of its events (docs/semantics.md, "Failures").
 """
@@ -278,7 +278,7 @@ class Fold(abc.ABC, Generic[U]):
     ) -> FoldReport:
         """Fold a batch read contiguously from ``read_from`` (default: the first
         record's offset). A batch that starts past the store's next needed offset
-        changes nothing: the caller must seek back (DESIGN 5.2). With a ``seat``,
+        changes nothing: the caller must seek back (docs/design.md 5.2). With a ``seat``,
         every unit of work is committed only as the other seats' folds agree
         (``Verdicts``)."""
         # Set by each unit of work that commits from the state it wrote, so
@@ -320,7 +320,7 @@ class Fold(abc.ABC, Generic[U]):
     async def _load(uow: U, partition: StreamPartition, expected: int | None) -> Admission:
         """The admission state of a unit of work, after checking under the
         store's lock that the records start no later than the store needs: a
-        zombie or a consumer that ran ahead must not leave a gap (DESIGN 5.1-5.2)."""
+        zombie or a consumer that ran ahead must not leave a gap (docs/design.md 5.1 and 5.2)."""
         admission = await Admission.load(uow, partition)
         if expected is not None and expected > admission.next_needed():
             raise _Ahead
@@ -503,7 +503,7 @@ class Fold(abc.ABC, Generic[U]):
             admission = await self._load(uow, partition, expected)
             original = dict(admission.markers)
             verdict = await admission.decide(uow, record.offset, tenant, is_control=True)
-            # Control events act once (DESIGN 6): a copy of one this store has
+            # Control events act once (docs/design.md 6.4): a copy of one this store has
             # already acted on (a producer retry, a re-sent request) is skipped.
             if verdict is Verdict.APPLY and await uow.acted_control_events(tenant, [event_id]):
                 verdict = Verdict.SKIP

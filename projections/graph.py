@@ -1,6 +1,6 @@
 """The graph fold: events -> entities, relationships and aliases.
 
-Resolve-before-write (seed ADR 0002): every edge endpoint goes through
+Resolve-before-write (docs/adr/0011-alias-surface.md): every edge endpoint goes through
 ``resolve_entity_ids`` before the edge is written, so a later extraction cannot
 revert a merge; an edge whose endpoints resolve to one entity collapses (it is
 deleted, counted, and not a failure).
@@ -120,7 +120,7 @@ async def _existing(
 class GraphProjection(Fold[GraphUnitOfWork]):
     """``embedding_dimension``: the vector store's dimension, when there is one.
     An event carrying embeddings of another length is refused here too, so that
-    both stores skip the same events (DESIGN 5.8)."""
+    both stores skip the same events (docs/design.md 5.8)."""
 
     def __init__(
         self,

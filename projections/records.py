@@ -38,7 +38,7 @@ class FoldReport:
     collapsed: int = 0
     dangling: int = 0
     failed: list[FailedEvent] = field(default_factory=list)
-    #: Where this store needs the partition to be read from next (DESIGN 5.2).
+    #: Where this store needs the partition to be read from next (docs/design.md 5.2).
     next_needed_offset: int = 0
     #: Set when the store is corrupt (``AliasCycleError``): the partition must stop.
     halted: Exception | None = None

@@ -1,5 +1,5 @@
 """The worker loop: what a worker does with the consumer around the projector's
-decisions (DESIGN 5.2 and 5.9), kept apart from Faust so that a simulated
+decisions (docs/design.md 5.2 and 5.9), kept apart from Faust so that a simulated
 consumer can drive it (tests/simulation) exactly as Faust does.
 
 The loop trusts the consumer for nothing but handing over records it has
@@ -166,7 +166,7 @@ class WorkerLoop:
         self._heard[partition] = self._clock()
 
     async def check_stalls(self) -> None:
-        """The watchdog (DESIGN 5.9): a partition held by this worker, not
+        """The watchdog (docs/design.md 5.9): a partition held by this worker, not
         paused, handed nothing for ``stall_after`` seconds while its stores are
         behind the log end has lost a seek or a delivery. Seek it to the
         stores' position again and say so, in the log and in readiness, until

@@ -1,4 +1,4 @@
-"""Prometheus metrics of a worker (DESIGN 7)."""
+"""Prometheus metrics of a worker (docs/design.md 7)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """One partition's batch, from raw Kafka records to both stores and back to a
 decision about the consumer: commit, seek, or pause.
 
-Kept apart from Faust so that the rules of DESIGN sections 3, 5 and 7 can be
+Kept apart from Faust so that the rules of docs/design.md 3, 5 and 7 can be
 read (and tested) in one place: the stores say where to read; a batch that
 starts past that is dropped and the consumer seeks back; dead letters are
 written before the checkpoints move past them; store errors are retried here
@@ -204,7 +204,7 @@ class Projector:
         # Where the stores needed each partition read from after this worker's
         # last batch on it, so the next batch asks them nothing first. Only a
         # shortcut: every unit of work checks its records against the store's
-        # own state under its lock (DESIGN 5.1-5.2), and a rebalance refreshes
+        # own state under its lock (docs/design.md 5.1 and 5.2), and a rebalance refreshes
         # it (``next_needed`` is called for every assigned partition).
         self._needed: dict[int, int] = {}
         # Decoding is CPU work on the event loop, a few ms per event. The

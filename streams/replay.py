@@ -1,4 +1,4 @@
-"""Rebuilding and erasing one tenant (DESIGN section 6).
+"""Rebuilding and erasing one tenant (docs/design.md 6).
 
 Online replay publishes a signed ``TenantReplayRequested`` keyed by the tenant;
 the running workers delete the tenant, open a rebuild window and rescan its

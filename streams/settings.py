@@ -1,4 +1,4 @@
-"""Configuration from ``REDSTRING_*`` environment variables (DESIGN 7).
+"""Configuration from ``REDSTRING_*`` environment variables (docs/design.md 7).
 
 Kafka's security settings (TLS, SASL) map to every client through
 streams.kafka_config, and any other librdkafka property passes through as

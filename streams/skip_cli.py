@@ -2,7 +2,7 @@
 
 A record with a newer ``schema_version`` (a well-formed envelope whose key
 matches its tenant) pauses its partition until the workers are upgraded
-(DESIGN 3). When upgrading is not an option, an operator can skip that one
+(docs/design.md 3). When upgrading is not an option, an operator can skip that one
 record: it is written to the dead-letter topic (to be re-driven after the
 upgrade) and both stores move past it, with the same ledger move the folds
 make after a refusal (``Fold.skip_refused``). A running worker notices the

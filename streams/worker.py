@@ -1,5 +1,5 @@
 """The projector worker: a faust-streaming app with one agent on the events
-topic (DESIGN 7).
+topic (docs/design.md 7).
 
 Faust is only the transport here: the loop around the projector
 (streams.loop) decides every commit, seek and pause, and checks that what Faust

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 pytest_plugins = ["tests.services"]
 
-# "services" keeps property tests inside CI's budget on real stores (DESIGN
-# section 10): no deadline, and at least 25 examples, never fewer. The tests
+# "services" keeps property tests inside CI's budget on real stores
+# (docs/design.md 10): no deadline, and at least 25 examples, never fewer. The tests
 # themselves set neither, so the same assertions run under either profile.
 # Hypothesis binds a test's settings when the test is defined, so the profile
 # is chosen per pytest run: `make test` runs the fast layer under "default" and

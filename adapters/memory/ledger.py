@@ -19,7 +19,7 @@ class LedgerState:
     tombstones: dict[TenantId, ErasureTombstone] = field(default_factory=dict)
     applied: dict[TenantId, dict[EventId, datetime]] = field(default_factory=dict)
     #: Acted-on control events: (offset, acted_at) by id, per tenant. Never
-    #: forgotten, expired or deleted with the tenant (DESIGN 6).
+    #: forgotten, expired or deleted with the tenant (docs/design.md 6.4).
     control: dict[TenantId, dict[EventId, tuple[int, datetime]]] = field(default_factory=dict)
 
     def copy(self) -> LedgerState:

@@ -1,6 +1,6 @@
 """The projection ledger on Neo4j, written once against a ``Runner``.
 
-System-level, not tenant-scoped (DESIGN section 4): checkpoints per (topic,
+System-level, not tenant-scoped (docs/design.md 4): checkpoints per (topic,
 partition), rebuild markers, erasure tombstones, applied event ids and acted-on
 control events live as their own labelled nodes beside the tenant data, in the
 same database, so a unit of work commits them with the effects they describe.

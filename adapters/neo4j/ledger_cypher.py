@@ -136,7 +136,7 @@ DELETE a
 RETURN count(*) AS deleted
 """
 
-#: Acted-on control events (DESIGN 6, "Control events act once"): a label of
+#: Acted-on control events (docs/design.md 6.4, "Control events act once"): a label of
 #: their own, so that neither the applied-id deletes above nor the tenant purge
 #: (which match their own labels) ever remove them. The first record of an id
 #: is kept.

@@ -50,7 +50,7 @@ def _v1(s: str, dimension: int) -> list[str]:
         f" embedding vector({dimension}) NOT NULL, metadata jsonb NOT NULL,"
         " PRIMARY KEY (tenant_id, id))",
         # Alias facts: absorbed id -> canonical id. An id with a row here is
-        # hidden from search (DESIGN section 4).
+        # hidden from search (docs/design.md 4).
         f"CREATE TABLE {s}.vector_aliases ("
         " tenant_id text NOT NULL, alias_id text NOT NULL, canonical_id text NOT NULL,"
         " PRIMARY KEY (tenant_id, alias_id))",
@@ -79,7 +79,7 @@ def _v1(s: str, dimension: int) -> list[str]:
 def _v2(s: str, dimension: int) -> list[str]:
     del dimension
     return [
-        # Acted-on control events (DESIGN 6, "Control events act once"): apart
+        # Acted-on control events (docs/design.md 6.4, "Control events act once"): apart
         # from applied_events, so that neither forgetting, expiry nor the
         # tenant purge removes them.
         f"CREATE TABLE {s}.control_events ("

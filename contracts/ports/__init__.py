@@ -1,9 +1,10 @@
 """The store ports: capability Protocols that every adapter implements.
 
-``GraphStore`` and ``VectorStore`` are compositions of capabilities (seed ADRs
-0016 and 0027); a collaborator is typed against the capability it uses. The
-projection ledger (checkpoints, rebuild markers, tombstones, applied events)
-is a system-level capability beside them, deliberately not tenant-scoped.
+``GraphStore`` and ``VectorStore`` are compositions of capabilities
+(docs/adr/0014-store-ports-as-capabilities.md); a collaborator is typed
+against the capability it uses. The projection ledger (checkpoints, rebuild
+markers, tombstones, applied events) is a system-level capability beside
+them, deliberately not tenant-scoped.
 """
 
 from contracts.ports.embedder import Embedder

@@ -9,7 +9,7 @@ from contracts.domain import EmbeddingIdentity
 @runtime_checkable
 class Embedder(Protocol):
     """Turns text into vectors. Documents and queries are embedded differently
-    (seed ADR 0043): each side gets its own prefix from the identity."""
+    (docs/adr/0015-embedding-identity.md): each side gets its own prefix from the identity."""
 
     @property
     def identity(self) -> EmbeddingIdentity: ...

@@ -1,7 +1,7 @@
-"""The graph store port: five capabilities composed (seed ADR 0016).
+"""The graph store port: five capabilities composed (docs/adr/0014-store-ports-as-capabilities.md).
 
 Every method takes the tenant first and is scoped to it inside the store; no
-unscoped read exists. There is no ``delete_entity`` (seed ADR 0002): a merge
+unscoped read exists. There is no ``delete_entity`` (docs/adr/0011-alias-surface.md): a merge
 records an alias, and the alias rows are the input that resolve-before-write
 reads. A write whose values carry another tenant than the one named is refused
 with ``TenantIsolationError``; every read returns fresh objects. "Ordered by id"

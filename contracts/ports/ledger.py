@@ -12,7 +12,7 @@ NO_CHECKPOINT = -1
 
 @runtime_checkable
 class ProjectionLedger(Protocol):
-    """Where a store records what it holds of the log (DESIGN sections 4-6).
+    """Where a store records what it holds of the log (docs/design.md 4, 5 and 6).
 
     System-level, not tenant-scoped: checkpoints are per (topic, partition) and
     written in the same transaction as the effects they cover. Outside a unit of
@@ -79,7 +79,7 @@ class ProjectionLedger(Protocol):
     ) -> dict[EventId, int]:
         """Which of ``event_ids`` this store has acted on as control events
         (replay requests, erasures) for the tenant, each with the offset it was
-        acted on at (DESIGN 6, "Control events act once")."""
+        acted on at (docs/design.md 6.4, "Control events act once")."""
         ...
 
     async def record_control_event(

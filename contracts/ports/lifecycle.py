@@ -6,8 +6,9 @@ from typing import Protocol, Self, runtime_checkable
 
 @runtime_checkable
 class AsyncClosable(Protocol):
-    """A capability declares its own release (seed ADR 0028): ``aclose`` and an
-    ``async with`` pair, so a caller holding one capability can release it."""
+    """A capability declares its own release
+    (docs/adr/0014-store-ports-as-capabilities.md): ``aclose`` and an ``async
+    with`` pair, so a caller holding one capability can release it."""
 
     async def aclose(self) -> None: ...
 

@@ -1,4 +1,5 @@
-"""The vector store port: three capabilities composed (seed ADR 0027).
+"""The vector store port: three capabilities composed
+(docs/adr/0014-store-ports-as-capabilities.md).
 
 Every vector stays under its own entity id. An entity is visible to ``search``
 exactly when it has no alias (it is not merged away); the store keeps the

@@ -1,4 +1,4 @@
-"""The alias tier (seed ADR 0002): keyed by the absorbed id, direct and
+"""The alias tier (docs/adr/0011-alias-surface.md): keyed by the absorbed id, direct and
 ordered ``find_aliases``, total and transitive resolution, and corrupt cycles
 that raise instead of hanging."""
 

@@ -333,7 +333,7 @@ class LedgerCompliance:
         assert dropped >= 1
         assert await store.applied_event_ids(tenant, [EventId("old"), EventId("new")]) == {"new"}
 
-    # -- acted-on control events (DESIGN 6, "Control events act once") -------
+    # -- acted-on control events (docs/design.md 6.4, "Control events act once") -------
 
     async def test_control_events_are_recorded_once_and_read_back(self, store: Any) -> None:
         tenant = fresh_tenant()

@@ -1,8 +1,9 @@
 """Hypothesis strategies for the graph compliance suite.
 
 A generator that cannot draw the interesting value does not fail; the
-properties over it go quiet (seed ADR 0002). So ``property_dicts`` draws every
-value kind both stores must hold, the 64-bit integer edges and non-ASCII text
+properties over it go quiet
+(docs/adr/0012-compliance-suites-and-coverage-gates.md). So ``property_dicts`` draws
+every value kind both stores must hold, the 64-bit integer edges and non-ASCII text
 included, and ``names`` draws the whitespace, case and compatibility forms the
 blocking key folds together. ``tests/unit/test_graph_compliance_coverage.py``
 pins what they reach.

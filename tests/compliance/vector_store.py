@@ -6,7 +6,7 @@ fixture ``store`` yielding a ``ProjectedVectorStore`` whose dimension is the
 parametrizing it). Every test and every hypothesis example uses fresh tenant
 ids and topic names, so the suite can run against one long-lived database.
 
-Search is exact (seed ADR 0012's reasoning, docs/adr/0003): these assertions
+Search is exact (docs/adr/0005-pgvector-exact-search.md): these assertions
 are about the k nearest, not about recall. Vectors here have small integer
 components, exact in float32 and float64 alike, so an adapter storing either
 agrees with the brute-force model.
@@ -281,7 +281,7 @@ class VectorStoreCompliance:
     ) -> None:
         """Stored metadata is arbitrary JSON. A value that is unhashable (list,
         dict) or not a string (None, bool, int) simply does not match; it never
-        raises (the slice 5 divergence of seed ADR 0002)."""
+        raises (the slice 5 divergence, docs/adr/0012-compliance-suites-and-coverage-gates.md)."""
         tenant = new_tenant()
         stored_types: dict[str, Any] = {
             "str": "person",

@@ -2,9 +2,10 @@
 
 ``metadata_dicts`` is the one that matters. The port interprets exactly one
 metadata key, ``entity_type``, so a generator that cannot draw that key leaves
-every property over stored metadata green and silent (seed ADR 0002's slice 5
-blind spot: keys from ``st.text(max_size=6)`` can never spell an eleven-letter
-key). ``tests/unit/test_vector_compliance_coverage.py`` pins what this draws.
+every property over stored metadata green and silent (the slice 5 blind spot
+of docs/adr/0012-compliance-suites-and-coverage-gates.md: keys from
+``st.text(max_size=6)`` can never spell an eleven-letter key).
+``tests/unit/test_vector_compliance_coverage.py`` pins what this draws.
 
 Two traps, both of which make a suite weaker rather than red:
 

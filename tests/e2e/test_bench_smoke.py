@@ -1,6 +1,6 @@
 """Smoke test of the end-to-end benchmark (bench/e2e.py): the whole suite at
 its tiny size on the real stack, so that the one command keeps working. No
-timing assertions (DESIGN 10): only that every side ran and the report was
+timing assertions (docs/design.md 10): only that every side ran and the report was
 written. The peer (Quix Streams in its own virtualenv) is left out: installing
 it is a network step CI need not take on every run.
 """

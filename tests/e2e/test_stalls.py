@@ -1,5 +1,5 @@
 """A worker never sits idle while its stores are behind the log end (issue 14,
-DESIGN 5.9): when the stores fall behind a running worker that has nothing
+docs/design.md 5.9): when the stores fall behind a running worker that has nothing
 left to read (here: the graph store loses this topic's data and checkpoints,
 as a restore of an older backup would), the worker notices, seeks back, says
 so in its log and its metrics, and both stores end equal to the oracle."""

@@ -1,7 +1,7 @@
 """Delivery modes: ways Kafka and a crashing fleet of agents may hand a log to
 the folds, all of which must leave the state the oracle computes.
 
-The consumer here behaves like the real agent (DESIGN 5.2): it reads from the
+The consumer here behaves like the real agent (docs/design.md 5.2): it reads from the
 lowest next needed offset of the two stores, tells the folds where it read
 from, and seeks back whenever it finds itself reading past what the stores
 need (after a resume from a Kafka commit that ran ahead, or a replay request).
@@ -263,7 +263,7 @@ async def consume(
         needed = await worker.needed()
         unchecked = learn_from_folds and batches == 0
         if position > needed and not unchecked:
-            # The stores need something earlier: seek back (DESIGN 5.2).
+            # The stores need something earlier: seek back (docs/design.md 5.2).
             position = needed
             run.seeks_back += 1
         batch = consumer.read(position, batch_size())

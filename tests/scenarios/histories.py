@@ -1,4 +1,4 @@
-"""The pinned histories of DESIGN section 10, as data.
+"""The pinned histories of docs/design.md 10, as data.
 
 Each function returns a :class:`Scenario`: one partition's records in log
 order, ``(offset, tenant, event or None)``. Event ids are derived from the
@@ -503,7 +503,7 @@ def redelivered_event_id() -> Scenario:
 def replay_requested_twice() -> Scenario:
     """A producer retry publishes the signed replay request twice in a row:
     the second copy (same event id) must not delete and rebuild the tenant
-    again (DESIGN 6, "Control events act once")."""
+    again (docs/design.md 6.4, "Control events act once")."""
     log = LogBuilder("replay-twice")
     _people(log, T1)
     log.extract(T2, "doc-9", [("g1", "Gus", "Person")])

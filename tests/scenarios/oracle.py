@@ -17,7 +17,7 @@ them, and reported to the lead):
 
 - A refused merge changes nothing, so its event id is not recorded as applied
   (a later redelivery of it is judged afresh).
-- Control events act once (DESIGN 6): a replay request or erasure whose event
+- Control events act once (docs/design.md 6.4): a replay request or erasure whose event
   id was already acted on for the tenant is a duplicate and changes nothing.
   Those ids are kept apart from the applied ids and never forgotten, not by a
   replay, an erasure or expiry. A control event the tombstone covers is not

@@ -40,7 +40,7 @@ def test_folded_state_equals_the_oracle(history: Scenario, mode: str, seed: int)
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(history=histories(min_steps=6, max_steps=30), seed=st.integers(0, 2**16))
 def test_one_batch_at_a_time_equals_batches_of_any_size(history: Scenario, seed: int) -> None:
-    """DESIGN 5.3: a batch leaves what applying its events one by one would."""
+    """docs/design.md 5.3: a batch leaves what applying its events one by one would."""
     asyncio.run(run_mode("once", history.records, history.log_start, seed))
     asyncio.run(run_mode("random_batches", history.records, history.log_start, seed))
 

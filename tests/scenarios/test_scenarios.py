@@ -156,7 +156,7 @@ CONTROL_COPIES = ["replay_requested_twice", "replay_re_sent_later", "erasure_re_
 
 @pytest.mark.parametrize("name", CONTROL_COPIES)
 async def test_a_control_event_sent_again_is_skipped_not_acted_on(name: str) -> None:
-    """DESIGN 6: a copy of a replay request or erasure the partition has
+    """docs/design.md 6.4: a copy of a replay request or erasure the partition has
     already acted on is counted skipped in both stores; no rebuild starts at it
     and each acted-on request starts exactly one."""
     scenario = PINNED[name]()

@@ -21,7 +21,7 @@ issue 14:
 - ``take_events`` hands the agent up to N queued records across partitions.
 
 Two faults go beyond what Faust is known to do, for what the loop must survive
-anyway (its watchdog, DESIGN 5.9): a seek that is lost, and a fetched record
+anyway (its watchdog, docs/design.md 5.9): a seek that is lost, and a fetched record
 that is never handed over.
 """
 

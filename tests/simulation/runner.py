@@ -192,13 +192,13 @@ class Simulation:
     # -- checks -------------------------------------------------------------------
 
     def _check_commit(self, partition: int, offset: int) -> None:
-        """DESIGN 5.9, when a commit lands: never past the lowest checkpoint + 1."""
+        """docs/design.md 5.9, when a commit lands: never past the lowest checkpoint + 1."""
         part = StreamPartition(TOPIC, partition, TOPIC_ID)
         lowest = min(_now(self.graph.checkpoint(part)), _now(self.vector.checkpoint(part)))
         if offset > lowest + 1:
             self.violations.append(
                 f"step {self.step}: partition {partition} committed {offset} while the "
-                f"stores' lowest checkpoint is {lowest} (DESIGN 5.9)"
+                f"stores' lowest checkpoint is {lowest} (docs/design.md 5.9)"
             )
 
     def fail(self, message: str) -> SimulationFailure:

@@ -93,7 +93,7 @@ def test_mutation_d_commit_ahead_of_the_stores_is_caught(
 
     monkeypatch.setattr(WorkerLoop, "on_batch", commit_delivered)
     seed, failure = first_failure()
-    assert "DESIGN 5.9" in failure, (seed, failure)
+    assert "docs/design.md 5.9" in failure, (seed, failure)
 
 
 def test_mutation_e_prefetched_record_taken_for_the_target_is_caught(

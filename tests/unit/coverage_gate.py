@@ -1,5 +1,6 @@
-"""The mechanics both coverage gates share (seed ADR 0002): derive a port's read
-methods from its Protocol, and match them against a compliance suite's test
+"""The mechanics both coverage gates share
+(docs/adr/0012-compliance-suites-and-coverage-gates.md): derive a port's read methods
+from its Protocol, and match them against a compliance suite's test
 names by convention. Each gate module states its own port, read types and
 guards; only the introspection lives here."""
 

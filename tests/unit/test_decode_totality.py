@@ -1,4 +1,4 @@
-"""``decode`` is total (DESIGN 5.10, issue 15): whatever bytes arrive under
+"""``decode`` is total (docs/design.md 5.10, issue 15): whatever bytes arrive under
 whatever key, it returns a ``Decoded`` (an event, or a dead letter with a
 reason) or raises ``SchemaVersionTooNewError``, and only for a well-formed
 envelope whose key matches its tenant. And what it decodes, the folds can

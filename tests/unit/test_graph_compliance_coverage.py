@@ -1,4 +1,5 @@
-"""The graph compliance suite still covers the graph port (seed ADR 0002).
+"""The graph compliance suite still covers the graph port
+(docs/adr/0012-compliance-suites-and-coverage-gates.md).
 
 Every read method of ``GraphStore`` (a public async method whose resolved
 return annotation mentions ``Entity``, ``Relationship``, ``Alias`` or

@@ -1,4 +1,5 @@
-"""The vector compliance suite still covers the vector port (seed ADR 0002).
+"""The vector compliance suite still covers the vector port
+(docs/adr/0012-compliance-suites-and-coverage-gates.md).
 
 Every read method of ``VectorStore`` (a public async method whose return
 annotation mentions ``VectorRecord``, ``VectorMatch`` or ``EntityId`` at any

@@ -140,3 +140,65 @@ async def test_a_refused_configuration_is_named_at_once(
     assert len(errors) == 1 and named in errors[0], output
     assert "Traceback" not in output, output
     assert took < 20, f"took {took:.1f}s: {output}"
+
+
+WORKER_CLIENTS = [
+    ("SSL", None, False),
+    ("SSL", None, True),
+    ("SASL_SSL", "PLAIN", False),
+    ("SASL_SSL", "SCRAM-SHA-256", False),
+    ("SASL_SSL", "SCRAM-SHA-512", False),
+    ("SASL_PLAINTEXT", "PLAIN", False),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-256", False),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-512", False),
+    ("SASL_PLAINTEXT", "OAUTHBEARER", False),
+]
+
+
+@pytest.mark.parametrize(("protocol", "mechanism", "client_cert"), WORKER_CLIENTS)
+async def test_the_workers_client_connects_with_every_protocol_and_mechanism(
+    e2e_env: dict[str, str], protocol: str, mechanism: str | None, client_cert: bool
+) -> None:
+    """The worker's own client (aiokafka, with the credentials Faust is given)
+    against each secured listener: what the pipeline tests above do not run."""
+    from aiokafka import AIOKafkaConsumer
+    from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
+
+    from streams.kafka_config import client_configs, faust_credentials
+    from tests.e2e.conftest import settings_for
+
+    port = {
+        ("SSL", False): "DEVSTACK_KAFKA_SSL_BOOTSTRAP",
+        ("SSL", True): "DEVSTACK_KAFKA_MTLS_BOOTSTRAP",
+        ("SASL_SSL", False): "DEVSTACK_KAFKA_SASL_SSL_BOOTSTRAP",
+        ("SASL_PLAINTEXT", False): "DEVSTACK_KAFKA_SASL_PLAINTEXT_BOOTSTRAP",
+    }[(protocol, client_cert)]
+    env = {
+        **e2e_env,
+        "REDSTRING_KAFKA_BOOTSTRAP": e2e_env[port],
+        "REDSTRING_KAFKA_SECURITY_PROTOCOL": protocol,
+    }
+    if protocol.endswith("SSL"):
+        env["REDSTRING_KAFKA_SSL_CAFILE"] = e2e_env["DEVSTACK_KAFKA_CA_FILE"]
+    if client_cert:
+        env["REDSTRING_KAFKA_SSL_CERTFILE"] = e2e_env["DEVSTACK_KAFKA_CLIENT_CERT_FILE"]
+        env["REDSTRING_KAFKA_SSL_KEYFILE"] = e2e_env["DEVSTACK_KAFKA_CLIENT_KEY_FILE"]
+    if mechanism == "OAUTHBEARER":
+        env["REDSTRING_KAFKA_SASL_MECHANISM"] = mechanism
+        env["REDSTRING_KAFKA__ENABLE_SASL_OAUTHBEARER_UNSECURE_JWT"] = "true"
+        env["REDSTRING_KAFKA__SASL_OAUTHBEARER_CONFIG"] = "principal=redstring"
+    elif mechanism:
+        env["REDSTRING_KAFKA_SASL_MECHANISM"] = mechanism
+        env["REDSTRING_KAFKA_SASL_USERNAME"] = e2e_env["DEVSTACK_KAFKA_SASL_USERNAME"]
+        env["REDSTRING_KAFKA_SASL_PASSWORD"] = e2e_env["DEVSTACK_KAFKA_SASL_PASSWORD"]
+    settings = settings_for(env)
+    auth = credentials_to_aiokafka_auth(faust_credentials(client_configs(settings).aiokafka))
+    assert auth["security_protocol"] == protocol
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=10_000, **auth
+    )
+    await asyncio.wait_for(consumer.start(), 20)
+    try:
+        assert isinstance(await asyncio.wait_for(consumer.topics(), 20), set)
+    finally:
+        await consumer.stop()

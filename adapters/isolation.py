@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from contracts.domain import ErasureSweep
 from contracts.errors import MissingTenantContextError, TenantIsolationError
@@ -28,7 +28,6 @@ __all__ = [
     "ErasureSweep",
     "Partition",
     "current_tenant",
-    "partitioned",
     "tenant_scope",
 ]
 
@@ -50,9 +49,6 @@ def tenant_scope(tenant: str) -> Iterator[TenantId]:
         _CURRENT.reset(token)
 
 
-_KEY_SEPARATOR: Final = ":"
-
-
 class Partition:
     """The slice of a store that belongs to the bound tenant."""
 
@@ -65,13 +61,6 @@ class Partition:
     @classmethod
     def current(cls, *, where: str) -> Partition:
         return cls(_tenant=current_tenant(), _where=where)
-
-    def key(self, namespace: str, *parts: str) -> str:
-        return _KEY_SEPARATOR.join((namespace, self.tenant, *parts))
-
-    def predicate(self, position: int, column: str = "tenant_id") -> tuple[str, TenantId]:
-        """A SQL ``WHERE`` fragment and its parameter, for ``$position``."""
-        return f"{column} = ${position}", self.tenant
 
     def check(self, found: object) -> None:
         if found != self.tenant:
@@ -91,14 +80,6 @@ class Partition:
         if item is not None:
             self.check(tenant_of(item))
         return item
-
-
-def partitioned(items: Iterable[T], tenant_of: Callable[[T], str]) -> dict[TenantId, list[T]]:
-    """Split a cross-tenant batch into one batch per tenant, order kept."""
-    batches: dict[TenantId, list[T]] = {}
-    for item in items:
-        batches.setdefault(tenant_id(tenant_of(item)), []).append(item)
-    return batches
 
 
 def erasure_sweep(tenant: str, remaining: Mapping[str, int]) -> ErasureSweep:

@@ -15,9 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from contracts.ids import EntityId, EventId, TenantId, check_id_text
+from contracts.ids import EntityId, TenantId, check_id_text
 
-Scalar: TypeAlias = str | int | float | bool
 PropertyValue: TypeAlias = (
     str | int | float | bool | list[str] | list[int] | list[float] | list[bool]
 )
@@ -424,12 +423,6 @@ class ErasureTombstone:
     tenant_id: TenantId
     partition: StreamPartition
     offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class AppliedEvent:
-    tenant_id: TenantId
-    event_id: EventId
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ from typing import NewType
 
 TenantId = NewType("TenantId", str)
 EntityId = NewType("EntityId", str)
-DocumentId = NewType("DocumentId", str)
 EventId = NewType("EventId", str)
 
 # Tenant ids become Kafka keys, Neo4j and SQL parameters and file names in

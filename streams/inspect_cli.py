@@ -13,10 +13,6 @@ from contracts.ids import tenant_id
 from streams.settings import Settings
 
 
-def _fail(exc: Exception, what: str) -> click.ClickException:
-    return click.ClickException(f"{what}: {exc}")
-
-
 @click.command("status")
 def status_command() -> None:
     """Lag per partition: the log end, the group's committed offset and each

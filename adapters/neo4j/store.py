@@ -65,7 +65,56 @@ class Neo4jGraphStore(Neo4jGraphView):
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
         **driver_config: Any,
     ) -> Self:
-        """Connect, bootstrap the schema (idempotent), and return the store."""
+        """Connect, bootstrap the schema (idempotent), and return the store.
+
+        Guarantees that the returned store can reach the database (the
+        driver's connectivity check passed) and that every constraint and
+        index the store relies on exists and is online. Creating the schema is
+        idempotent and safe from several workers at once. The store owns its
+        driver: ``aclose`` (or leaving ``async with``) closes it. Readers use
+        it as described in docs/readers.md.
+
+        Args:
+            uri: The Neo4j URI, e.g. ``neo4j://localhost:7687`` (routing) or
+                ``bolt://host:7687``; ``+s``/``+ssc`` schemes for TLS
+                (``REDSTRING_NEO4J_URI``).
+            user: User name for basic authentication
+                (``REDSTRING_NEO4J_USER``).
+            password: That user's password, in plain text (from
+                ``settings.neo4j_password.get_secret_value()``).
+            database: The database to use (default ``"neo4j"``,
+                ``REDSTRING_NEO4J_DATABASE``).
+            max_alias_depth: The longest alias chain, in hops, that writes
+                may create and resolution will follow (default 32,
+                ``REDSTRING_MAX_ALIAS_DEPTH``; see ``adapters.alias_depth``).
+                Readers and workers of one deployment should use the same
+                value.
+            **driver_config: Passed to ``neo4j.AsyncGraphDatabase.driver``
+                (e.g. ``max_connection_pool_size=50``,
+                ``connection_timeout=5.0``). Schema notifications are off
+                unless ``notifications_min_severity`` is given.
+
+        Returns:
+            The open ``Neo4jGraphStore``, an async context manager.
+
+        Raises:
+            neo4j.exceptions.ServiceUnavailable: The database cannot be
+                reached.
+            neo4j.exceptions.AuthError: ``user``/``password`` are refused.
+            neo4j.exceptions.Neo4jError: Creating the schema failed (e.g. the
+                user may not create constraints). The driver is closed before
+                any of these propagates.
+
+        Example:
+            ```python
+            from adapters.neo4j import Neo4jGraphStore
+
+            async with await Neo4jGraphStore.open(
+                "neo4j://localhost:7687", "neo4j", "password", database="neo4j"
+            ) as graph:
+                entity = await graph.get_entity("acme", "ada")
+            ```
+        """
         # Schema notifications ("property key does not exist" on a young
         # database) are noise for a store whose statements are fixed.
         driver_config.setdefault("notifications_min_severity", NotificationMinimumSeverity.OFF)

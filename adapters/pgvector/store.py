@@ -124,7 +124,69 @@ class PgVectorStore(ClosingContext):
     ) -> PgVectorStore:
         """Migrate ``schema`` (idempotent; safe from several workers at once),
         check or record ``identity`` (``EmbeddingIdentityMismatchError`` if the
-        schema holds another), and open a pool of ``min_size``..``max_size``."""
+        schema holds another), and open a pool of ``min_size``..``max_size``.
+
+        Guarantees that the returned store's schema is at the current
+        migration, that its vectors were made by ``identity`` (model and
+        dimension; a schema is bound to one identity for good, so a reader
+        with another embedder cannot open it), and that every pooled
+        connection has pgvector's codec registered. Connecting and migrating
+        are retried on transient failures per ``retry``. The store owns its
+        pool: ``aclose`` (or leaving ``async with``) closes it. Readers use it
+        as described in docs/readers.md.
+
+        Args:
+            dsn: The libpq/asyncpg connection string, e.g.
+                ``postgresql://user:password@localhost:5432/redstring``
+                (``settings.pg_dsn.get_secret_value()``).
+            identity: The embedding model and dimension of the vectors, e.g.
+                ``make_embedder(settings).identity``. Recorded on first open;
+                must match afterwards.
+            schema: The Postgres schema holding the store (default
+                ``"redstring"``, ``REDSTRING_PG_SCHEMA``); a plain identifier,
+                created if missing.
+            min_size: Connections the pool keeps open (default 1).
+            max_size: Connections the pool opens at most (default 10).
+            hnsw: Build an HNSW index and answer ``search`` from it
+                (approximate, faster on large tenants) instead of exact search
+                (default ``False``; docs/adr/0005-pgvector-exact-search.md).
+            retry: Backoff for transient failures (``RetryPolicy``: attempts,
+                first and maximum delay in seconds). Default ``None``:
+                ``RetryPolicy()``, 6 attempts from 0.05 s up to 2.0 s.
+            max_alias_depth: The longest alias chain, in hops, that writes may
+                create and resolution will follow (default 32,
+                ``REDSTRING_MAX_ALIAS_DEPTH``; see ``adapters.alias_depth``).
+
+        Returns:
+            The open ``PgVectorStore``, an async context manager.
+
+        Raises:
+            ValueError: ``schema`` is not a plain identifier (before
+                connecting).
+            EmbeddingIdentityMismatchError: The schema holds vectors of
+                another model or dimension.
+            TransientStoreError: Postgres stayed unreachable (or starting,
+                or out of connections) through every retry.
+            asyncpg.PostgresError: Anything else Postgres refuses (bad
+                credentials, a missing database, no right to create the
+                schema or the pgvector extension) propagates unchanged, at
+                once.
+
+        Example:
+            ```python
+            from adapters.pgvector import PgVectorStore
+            from streams.settings import Settings
+            from streams.stores import make_embedder
+
+            settings = Settings()
+            embedder = make_embedder(settings)
+            async with await PgVectorStore.open(
+                settings.pg_dsn.get_secret_value(), embedder.identity, max_size=4
+            ) as vectors:
+                query = await embedder.embed_query("analytical engine")
+                matches = await vectors.search("acme", query, k=5)
+            ```
+        """
         quote_identifier(schema)  # refuse a bad name before connecting
         policy = retry or RetryPolicy()
         sql = Statements(schema)

@@ -257,3 +257,6 @@ class WorkerLoop:
             self.projector.metrics.lag.labels(partition=str(partition)).set(
                 max(0, int(ends.get(partition) or 0) - needed)
             )
+            self.projector.metrics.replay_progress.labels(partition=str(partition)).set(
+                await self.projector.replay_progress(partition)
+            )

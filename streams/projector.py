@@ -232,6 +232,19 @@ class Projector:
         self._needed[partition] = min(offsets)
         return self._needed[partition]
 
+    async def replay_progress(self, partition: int) -> float:
+        """The least scanned fraction of the partition's open rebuild windows
+        over both stores (docs/design.md 6.1); 1.0 when none is open."""
+        part = self.stream_partition(partition)
+        fractions = [1.0]
+        for fold in self.folds:
+            markers = await self._retry(partition, partial(fold.store.rebuild_markers, part))
+            for marker in markers:
+                span = max(1, marker.end_offset - marker.start_offset)
+                scanned = marker.applied_through - marker.start_offset + 1
+                fractions.append(min(1.0, max(0.0, scanned / span)))
+        return min(fractions)
+
     async def position(self, partition: int) -> int:
         """Where the stores need the partition read from, as of this worker's
         last batch on it (asks them if there was none)."""

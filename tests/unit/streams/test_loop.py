@@ -178,3 +178,18 @@ async def test_a_pause_of_a_revoked_partition_is_forgotten(stores: Any) -> None:
     consumer.partitions = {1}
     await loop.on_assigned()
     assert loop.paused_at == {} and p.health.ready
+
+
+async def test_the_lag_timer_reports_lag_and_replay_progress(stores: Any) -> None:
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    loop = WorkerLoop(p, Recorder({0}, {0: 5}))
+    await loop.on_batch({0: [raw(0, doc("a", "x")), raw(1, doc("a", "y"))]})
+    await loop.update_lag()
+    samples = {
+        (metric.name, sample.labels.get("partition")): sample.value
+        for metric in p.metrics.registry.collect()
+        for sample in metric.samples
+    }
+    assert samples[("redstring_consumer_lag", "0")] == 3
+    assert samples[("redstring_replay_progress", "0")] == 1.0

@@ -149,6 +149,24 @@ async def test_a_replay_request_seeks_back_to_the_log_start(stores: Any) -> None
     assert await graph.get_entity(TenantId("b"), EntityId("z")) is not None
 
 
+async def test_replay_progress_follows_the_rebuild_window(stores: Any) -> None:
+    """redstring_replay_progress: 0 when a replay request has opened the window,
+    the scanned fraction while it is rescanned, 1.0 once both stores closed it."""
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    await p.handle(0, [raw(o, doc("a", f"x{o}")) for o in range(4)])
+    assert await p.replay_progress(0) == 1.0
+    replay = signing.sign(
+        make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY, topic_id="tid"
+    )
+    assert (await p.handle(0, [raw(4, replay)])).seek == 0
+    assert await p.replay_progress(0) == 0.0
+    await p.handle(0, [raw(0, doc("a", "x0"))])
+    assert await p.replay_progress(0) == 0.25
+    await p.handle(0, [raw(o, doc("a", f"x{o}")) for o in range(1, 4)] + [raw(4, replay)])
+    assert await p.replay_progress(0) == 1.0
+
+
 async def test_an_unsigned_control_event_is_dead_lettered_and_deletes_nothing(stores: Any) -> None:
     graph, vector = stores
     sink = ListSink()

@@ -327,9 +327,11 @@ def faust_credentials(aiokafka: Mapping[str, Any]) -> Any:
     )
 
 
-class KafkaConnectError(RuntimeError):
+class KafkaConnectError(ConnectionError):
     """The brokers refuse this client's configuration; the message is one line
-    naming the settings to fix."""
+    naming the settings to fix. A ``ConnectionError``, so the worker retries
+    it (and says so in /readyz) like any broker outage: a rotated credential
+    or certificate can be fixed without a restart."""
 
 
 def explain(code: str, message: str) -> str | None:

@@ -58,7 +58,7 @@ class AsyncProducer:
         if why is None and error.code() == KafkaError._ALL_BROKERS_DOWN and not self._diagnosed:
             self._diagnosed = True  # once: a broker that is down is waited for, not probed
             why = explain_unreachable(self._settings)
-        if why is None or self._refused is not None:
+        if why is None:
             return
         self._refused = why
         for future in list(self._pending):
@@ -69,9 +69,6 @@ class AsyncProducer:
     ) -> asyncio.Future[Position]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Position] = loop.create_future()
-        if self._refused is not None:
-            future.set_exception(KafkaConnectError(self._refused))
-            return future
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
 
@@ -82,6 +79,7 @@ class AsyncProducer:
                 if error is not None:
                     future.set_exception(ProduceError(error.str()))
                 else:
+                    self._refused = None  # the brokers take this client again
                     future.set_result(
                         Position(
                             message.topic() or "", message.partition() or 0, message.offset() or 0
@@ -102,7 +100,7 @@ class AsyncProducer:
 
     def flush(self, timeout: float = 30.0) -> int:
         if self._refused is not None:
-            return len(self._producer)  # nothing more will be delivered
+            return len(self._producer)  # refused: waiting could only time out
         return int(self._producer.flush(timeout))
 
     def close(self) -> None:

@@ -74,15 +74,15 @@ class CheckedAdmin(AdminClient):
         if why is not None:
             self.problems.append(why)
 
-    def result(self, future: Any, timeout: float = 30.0) -> Any:
-        """``future.result()``, or ``KafkaConnectError`` as soon as the brokers
-        refuse this client."""
-        deadline = time.monotonic() + timeout
-        while not future.done() and time.monotonic() < deadline:
+    def result(self, future: Any) -> Any:
+        """``future.result()``, or ``TopicError`` naming the settings as soon as
+        the brokers refuse this client. Every request carries its own
+        ``request_timeout``, so the future always ends."""
+        while not future.done():
             self.poll(0.1)
             if self.problems:
                 raise TopicError(self.problems[0])
-        return future.result(timeout=max(0.0, deadline - time.monotonic()))
+        return future.result()
 
 
 def admin_client(settings: Settings) -> CheckedAdmin:

@@ -102,7 +102,7 @@ class SchemaVersionTooNewError(RedstringError):
         self.version = version
         self.supported = supported
         #: The envelope's tenant, so that the caller can check it against the
-        #: Kafka key before pausing (``streams.decode``).
+        #: Kafka key before pausing (``streams.worker.decode``).
         self.tenant_id = tenant_id
         super().__init__(
             f"event has schema_version {version}; this build understands up to "

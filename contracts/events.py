@@ -481,7 +481,7 @@ def parse_event(value: bytes | str) -> Event:
 
     Raises ``InvalidEventError`` (dead-letter it, with ``reason``) or
     ``SchemaVersionTooNewError`` (pause the partition, if the Kafka key
-    matches its ``tenant_id``: ``streams.decode`` checks that); nothing else,
+    matches its ``tenant_id``: ``streams.worker.decode`` checks that); nothing else,
     whatever the bytes.
 
     pydantic parses the JSON itself (in Rust, straight into the models): the

@@ -176,7 +176,7 @@ class PgVectorStore(ClosingContext):
             ```python
             from adapters.pgvector import PgVectorStore
             from streams.settings import Settings
-            from streams.stores import make_embedder
+            from streams.wiring import make_embedder
 
             settings = Settings()
             embedder = make_embedder(settings)

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from adapters.ledger_rules import check_advance, check_topic_id, recorded_topic_id
 from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
-from contracts.errors import CheckpointRegressionError, TopicRecreatedError
 from contracts.ids import EventId, TenantId
 from contracts.ports.ledger import NO_CHECKPOINT
 
@@ -40,28 +40,23 @@ class LedgerView:
     def __init__(self, state: LedgerState) -> None:
         self._ledger = state
 
-    def _stored(self, partition: StreamPartition) -> int:
+    def _stored(self, partition: StreamPartition) -> tuple[int, str]:
         entry = self._ledger.checkpoints.get((partition.topic, partition.partition))
         if entry is None:
-            return NO_CHECKPOINT
+            return NO_CHECKPOINT, ""
         stored_id, offset = entry
-        if stored_id and partition.topic_id and stored_id != partition.topic_id:
-            raise TopicRecreatedError(partition.topic, stored_id, partition.topic_id)
-        return offset
+        return offset, stored_id
 
     async def checkpoint(self, partition: StreamPartition) -> int:
-        return self._stored(partition)
+        offset, stored_id = self._stored(partition)
+        check_topic_id(partition, stored_id)
+        return offset
 
     async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
-        current = self._stored(partition)
-        if offset < current:
-            raise CheckpointRegressionError(
-                f"checkpoint of {partition.topic}[{partition.partition}] is {current}; "
-                f"refusing to move it back to {offset}"
-            )
+        before, stored_id = self._stored(partition)
+        check_advance(partition, before, stored_id, offset)
         key = (partition.topic, partition.partition)
-        stored_id = self._ledger.checkpoints.get(key, (partition.topic_id, 0))[0]
-        self._ledger.checkpoints[key] = (stored_id or partition.topic_id, offset)
+        self._ledger.checkpoints[key] = (recorded_topic_id(stored_id, partition), offset)
 
     async def checkpoints(self) -> dict[tuple[str, int], int]:
         return {key: offset for key, (_, offset) in sorted(self._ledger.checkpoints.items())}

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from adapters.ledger_rules import check_advance, check_storable, check_topic_id, recorded_topic_id
 from adapters.neo4j import ledger_cypher as q
 from adapters.neo4j.rows import marker_from, partition_params
 from adapters.neo4j.runner import Blame, Runner
 from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
-from contracts.errors import CheckpointRegressionError, TopicRecreatedError
 from contracts.ids import EventId, TenantId
 from contracts.ids import tenant_id as valid_tenant
 from contracts.ports.ledger import NO_CHECKPOINT
@@ -45,18 +45,6 @@ def _aware(moment: datetime) -> datetime:
     # Neo4j never orders a zoned DateTime against a LocalDateTime (the
     # comparison is null), so every stored time is zoned; naive means UTC.
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _refuse_advance(partition: StreamPartition, offset: int, before: int, stored_id: str) -> None:
-    """Raise if the checkpoint ``before`` (of topic id ``stored_id``) may not
-    move to ``offset``."""
-    if stored_id and partition.topic_id and stored_id != partition.topic_id:
-        raise TopicRecreatedError(partition.topic, stored_id, partition.topic_id)
-    if offset < before:
-        raise CheckpointRegressionError(
-            f"checkpoint of {partition.topic}[{partition.partition}] is {before}; "
-            f"refusing to move it back to {offset}"
-        )
 
 
 @dataclass
@@ -87,14 +75,13 @@ class LockedPartition:
     def checkpoint(self, partition: StreamPartition) -> int:
         if self.offset is None:
             return NO_CHECKPOINT
-        if self.topic_id and partition.topic_id and self.topic_id != partition.topic_id:
-            raise TopicRecreatedError(partition.topic, self.topic_id, partition.topic_id)
+        check_topic_id(partition, self.topic_id)
         return self.offset
 
     def advance(self, partition: StreamPartition, offset: int) -> None:
         before = NO_CHECKPOINT if self.offset is None else self.offset
-        _refuse_advance(partition, offset, before, self.topic_id)
-        moved = (offset, self.topic_id or partition.topic_id)
+        check_advance(partition, before, self.topic_id, offset)
+        moved = (offset, recorded_topic_id(self.topic_id, partition))
         if moved != (self.offset, self.topic_id):
             self.offset, self.topic_id = moved
             self.checkpoint_moved = True
@@ -183,17 +170,12 @@ class LedgerOps:
         records = await self._read(q.READ_CHECKPOINT, partition_params(partition), "checkpoint")
         if not records or records[0]["offset"] is None:
             return NO_CHECKPOINT
-        stored_id = records[0]["topic_id"] or ""
-        if stored_id and partition.topic_id and stored_id != partition.topic_id:
-            raise TopicRecreatedError(partition.topic, stored_id, partition.topic_id)
+        check_topic_id(partition, records[0]["topic_id"] or "")
         return int(records[0]["offset"])
 
     async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
-        if offset < NO_CHECKPOINT:
-            # Every stored checkpoint is at least NO_CHECKPOINT.
-            raise CheckpointRegressionError(
-                f"checkpoint of {partition.topic}[{partition.partition}] cannot move to {offset}"
-            )
+        # Every stored checkpoint is at least NO_CHECKPOINT: no statement needed.
+        check_storable(partition, offset)
         if (own := self._own(partition)) is not None:
             own.advance(partition, offset)  # written by _write_deferred
             return
@@ -204,7 +186,7 @@ class LedgerOps:
             "token": uuid.uuid4().hex,
         }
         record = (await self._write(q.ADVANCE_CHECKPOINT, params, "advance_checkpoint"))[0]
-        _refuse_advance(partition, offset, record["before"], record["stored_id"])
+        check_advance(partition, record["before"], record["stored_id"], offset)
 
     async def checkpoints(self) -> dict[tuple[str, int], int]:
         await self._write_deferred()

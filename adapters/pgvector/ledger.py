@@ -15,10 +15,10 @@ from typing import Any
 
 import asyncpg
 
+from adapters.ledger_rules import check_topic_id, regression
 from adapters.pgvector.errors import translated
 from adapters.pgvector.sql import Statements
 from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
-from contracts.errors import CheckpointRegressionError, TopicRecreatedError
 from contracts.ids import EventId, TenantId
 from contracts.ports.ledger import NO_CHECKPOINT
 
@@ -28,9 +28,7 @@ __all__ = ["LedgerOps"]
 def _offset(partition: StreamPartition, row: Any) -> int:
     if row is None or row["last_offset"] is None:
         return NO_CHECKPOINT
-    stored_id = row["topic_id"]
-    if stored_id and partition.topic_id and stored_id != partition.topic_id:
-        raise TopicRecreatedError(partition.topic, stored_id, partition.topic_id)
+    check_topic_id(partition, row["topic_id"])
     return int(row["last_offset"])
 
 
@@ -63,8 +61,9 @@ class LedgerOps:
         if key not in self._locked:
             await self.lock(partition)
         # The compare and the write are one statement under the row lock this
-        # transaction holds; only when it changes nothing is there an error to
-        # name, and reading the row then says which.
+        # transaction holds (sql.advance_checkpoint keeps the rules of
+        # adapters.ledger_rules); only when it changes nothing is there an
+        # error to name, and reading the row then says which.
         with translated("pgvector.advance_checkpoint"):
             status = await self._conn.execute(
                 self._sql.advance_checkpoint, *key, offset, partition.topic_id
@@ -72,10 +71,7 @@ class LedgerOps:
         if status == "UPDATE 1":
             return
         current = await self.checkpoint(partition)  # TopicRecreatedError, if that is why
-        raise CheckpointRegressionError(
-            f"checkpoint of {partition.topic}[{partition.partition}] is {current}; "
-            f"refusing to move it back to {offset}"
-        )
+        raise regression(partition, current, offset)
 
     async def checkpoints(self) -> dict[tuple[str, int], int]:
         with translated("pgvector.checkpoints"):

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from adapters.compliance.graph_store import GraphStoreCompliance
 from adapters.memory.graph import InMemoryGraphStore
 from contracts.ports.graph import ProjectedGraphStore
-from tests.compliance.graph_store import GraphStoreCompliance
 
 
 class TestInMemoryGraphStore(GraphStoreCompliance):

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from adapters.compliance.graph_store import GraphStoreCompliance
+from adapters.compliance.ledger import LedgerCompliance
 from adapters.neo4j import Neo4jGraphStore
 from contracts.domain import Entity
 from contracts.ids import EntityId, TenantId
-from tests.compliance.graph_store import GraphStoreCompliance
-from tests.compliance.ledger import LedgerCompliance
 from tests.services import Neo4jConfig
 
 pytestmark = pytest.mark.services

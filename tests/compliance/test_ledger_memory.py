@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from adapters.compliance.ledger import LedgerCompliance
 from adapters.memory.graph import InMemoryGraphStore
 from adapters.memory.vector import InMemoryVectorStore
 from contracts.domain import EmbeddingIdentity, Entity, VectorRecord
 from contracts.ids import EntityId, TenantId
-from tests.compliance.ledger import LedgerCompliance
 
 
 class TestInMemoryGraphLedger(LedgerCompliance):

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from adapters.compliance.vector_store import VectorStoreCompliance
 from adapters.memory.vector import InMemoryVectorStore
 from contracts.domain import EmbeddingIdentity
-from tests.compliance.vector_store import VectorStoreCompliance
 
 
 class TestInMemoryVectorStore(VectorStoreCompliance):

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from adapters.compliance.ledger import LedgerCompliance
+from adapters.compliance.vector_store import VectorStoreCompliance
 from adapters.pgvector import PgVectorStore
 from contracts.domain import EmbeddingIdentity, VectorRecord
 from contracts.ids import EntityId, TenantId
-from tests.compliance.ledger import LedgerCompliance
-from tests.compliance.vector_store import VectorStoreCompliance
 from tests.pgvector_support import PgStores
 
 pytestmark = [pytest.mark.services, pytest.mark.asyncio(loop_scope="session")]

@@ -30,11 +30,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import contracts.ports.graph as graph_port
+from adapters.compliance.graph_store import GraphStoreCompliance
+from adapters.compliance.strategies import names, property_dicts
 from contracts.domain import Alias, Entity, Relationship, blocking_key, check_properties
 from contracts.ids import EntityId
 from contracts.ports.graph import GraphStore
-from tests.compliance.graph_store import GraphStoreCompliance
-from tests.compliance.strategies import names, property_dicts
 from tests.unit import coverage_gate as gate
 from tests.unit.coverage_gate import (
     COPY_CONVENTION,

@@ -97,12 +97,12 @@ def test_the_distribution_name_is_ours_and_the_command_and_packages_keep_theirs(
     assert project["name"] == DIST
     assert project["scripts"] == {"redstring": "streams.cli:main"}
     dev = [Requirement(line) for line in project["optional-dependencies"]["dev"]]
-    assert (dev[0].name, dev[0].extras) == (DIST, {"runtime", "devstack"})
+    assert (dev[0].name, dev[0].extras) == (DIST, {"runtime", "devstack", "compliance"})
     include = _pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
     assert {name.rstrip("*") for name in include} >= {*LAYERS, "devstack"}
 
 
-LIBRARY_GROUPS = ("", "runtime", "embed", "devstack")
+LIBRARY_GROUPS = ("", "runtime", "embed", "devstack", "compliance")
 
 
 @pytest.mark.parametrize("group", LIBRARY_GROUPS)
@@ -131,6 +131,7 @@ def test_faust_and_aiokafka_stay_on_the_minor_release_whose_internals_we_use() -
 NEEDED_WITHOUT_AN_IMPORT = {
     "cramjam": "aiokafka's codecs (lz4)",
     "neo4j-rust-ext": "the neo4j driver's packstream codec in Rust",
+    "pytest-asyncio": "runs the compliance suites' async tests",
 }
 IMPORT_NAMES = {
     "faust-streaming": "faust",
@@ -145,7 +146,7 @@ def test_every_library_dependency_is_used() -> None:
     source = "\n".join(
         path.read_text() for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))
     )
-    for requirement in _requirements("", "runtime", "embed"):
+    for requirement in _requirements("", "runtime", "embed", "compliance"):
         name = canonicalize_name(requirement.name)
         if name in NEEDED_WITHOUT_AN_IMPORT:
             continue

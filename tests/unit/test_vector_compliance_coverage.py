@@ -32,11 +32,11 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 
 import contracts.ports.vector as vector_port
+from adapters.compliance.vector_store import VectorStoreCompliance
+from adapters.compliance.vector_strategies import TYPE_NAMES, metadata_dicts
 from contracts.domain import ENTITY_TYPE_KEY, VectorMatch, VectorRecord
 from contracts.ids import EntityId, TenantId
 from contracts.ports.vector import VectorStore
-from tests.compliance.vector_store import VectorStoreCompliance
-from tests.compliance.vector_strategies import TYPE_NAMES, metadata_dicts
 from tests.unit import coverage_gate as gate
 from tests.unit.coverage_gate import (
     COPY_CONVENTION,

@@ -29,6 +29,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from adapters.compliance.vector_strategies import (
+    RECORD_IDS,
+    acyclic_aliases,
+    entity_types,
+    record_specs,
+    vectors,
+)
 from adapters.embedding import HashingEmbedder
 from contracts.domain import ENTITY_TYPE_KEY, StreamPartition, VectorMatch, VectorRecord
 from contracts.errors import (
@@ -41,13 +48,6 @@ from contracts.ids import EntityId, TenantId
 from contracts.limits import DEFAULT_MAX_ALIAS_DEPTH
 from contracts.ports.ledger import NO_CHECKPOINT
 from contracts.ports.vector import ProjectedVectorStore, VectorUnitOfWork
-from tests.compliance.vector_strategies import (
-    RECORD_IDS,
-    acyclic_aliases,
-    entity_types,
-    record_specs,
-    vectors,
-)
 
 DIMENSION = 8
 

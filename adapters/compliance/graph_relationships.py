@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from adapters.compliance.graph_support import alias, eid, ent, fresh_tenant, key, rel
 from contracts.errors import MissingEntityError
 from contracts.ports.graph import ProjectedGraphStore
-from tests.compliance.graph_support import alias, eid, ent, fresh_tenant, key, rel
 
 
 class RelationshipTier:

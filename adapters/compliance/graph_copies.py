@@ -11,9 +11,9 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from adapters.compliance.graph_support import eid, fresh_tenant, key, tamper, write_sample
 from contracts.ids import TenantId
 from contracts.ports.graph import ProjectedGraphStore
-from tests.compliance.graph_support import eid, fresh_tenant, key, tamper, write_sample
 
 
 async def assert_returns_copies(read: Callable[[], Awaitable[object]]) -> None:

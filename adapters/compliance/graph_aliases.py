@@ -8,10 +8,10 @@ import itertools
 
 import pytest
 
+from adapters.compliance.graph_support import HANG_TIMEOUT, alias, eid, ent, fresh_tenant, rel
 from contracts.errors import AliasChainTooDeepError, AliasCycleError
 from contracts.limits import DEFAULT_MAX_ALIAS_DEPTH
 from contracts.ports.graph import ProjectedGraphStore
-from tests.compliance.graph_support import HANG_TIMEOUT, alias, eid, ent, fresh_tenant, rel
 
 
 class AliasTier:

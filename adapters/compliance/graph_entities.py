@@ -6,9 +6,9 @@ from typing import cast
 
 import pytest
 
+from adapters.compliance.graph_support import eid, ent, fresh_tenant
 from contracts.domain import blocking_key
 from contracts.ports.graph import ProjectedGraphStore
-from tests.compliance.graph_support import eid, ent, fresh_tenant
 
 
 class EntityTier:

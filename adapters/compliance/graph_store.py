@@ -12,14 +12,14 @@ the coverage gate (tests/unit/test_graph_compliance_coverage.py) inspects for
 
 from __future__ import annotations
 
+from adapters.compliance.graph_aliases import AliasTier, PurgeTier
+from adapters.compliance.graph_copies import CopyTier
+from adapters.compliance.graph_entities import EntityTier
+from adapters.compliance.graph_properties import PropertyTier
+from adapters.compliance.graph_relationships import RelationshipTier
+from adapters.compliance.graph_tenancy import TenancyTier
+from adapters.compliance.graph_units_of_work import UnitOfWorkTier
 from contracts.ports.graph import GraphStore, ProjectedGraphStore
-from tests.compliance.graph_aliases import AliasTier, PurgeTier
-from tests.compliance.graph_copies import CopyTier
-from tests.compliance.graph_entities import EntityTier
-from tests.compliance.graph_properties import PropertyTier
-from tests.compliance.graph_relationships import RelationshipTier
-from tests.compliance.graph_tenancy import TenancyTier
-from tests.compliance.graph_units_of_work import UnitOfWorkTier
 
 
 class GraphStoreCompliance(

@@ -13,10 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from contracts.errors import MissingEntityError, TenantIsolationError
-from contracts.ids import TenantId
-from contracts.ports.graph import ProjectedGraphStore
-from tests.compliance.graph_support import (
+from adapters.compliance.graph_support import (
     SampleGraph,
     alias,
     eid,
@@ -26,6 +23,9 @@ from tests.compliance.graph_support import (
     rel,
     write_sample,
 )
+from contracts.errors import MissingEntityError, TenantIsolationError
+from contracts.ids import TenantId
+from contracts.ports.graph import ProjectedGraphStore
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 Each example makes its own tenant (the ``store`` fixture lives for the whole
 test), so examples never see each other's writes. No example count or deadline
-is set here: the "services" profile in tests/conftest.py bounds both for real
-stores, and the same assertions run everywhere.
+is set here: the caller's hypothesis profile bounds both for real stores
+(redstring's "services" profile, in its tests/conftest.py), and the same
+assertions run everywhere.
 """
 
 from __future__ import annotations
@@ -12,6 +13,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from adapters.compliance.graph_support import HANG_TIMEOUT, PER_EXAMPLE, alias, fresh_tenant
+from adapters.compliance.strategies import (
+    alias_forests,
+    entities,
+    entity_ids,
+    pooled_ids,
+    property_dicts,
+    relationships,
+    under,
+)
 from contracts.domain import (
     Entity,
     Properties,
@@ -22,16 +33,6 @@ from contracts.domain import (
 from contracts.errors import AliasCycleError
 from contracts.ids import EntityId
 from contracts.ports.graph import ProjectedGraphStore
-from tests.compliance.graph_support import HANG_TIMEOUT, PER_EXAMPLE, alias, fresh_tenant
-from tests.compliance.strategies import (
-    alias_forests,
-    entities,
-    entity_ids,
-    pooled_ids,
-    property_dicts,
-    relationships,
-    under,
-)
 
 _POOL = pooled_ids(5)
 

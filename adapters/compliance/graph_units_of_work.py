@@ -2,7 +2,7 @@
 commit together or not at all, and reads inside see the batch's own writes.
 
 Checkpoint fencing and interleaving belong to the ledger suite
-(tests/compliance/ledger.py); this tier covers every kind of graph write.
+(``adapters.compliance.ledger``); this tier covers every kind of graph write.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from adapters.compliance.graph_support import alias, eid, ent, fresh_tenant, key, rel
 from contracts.domain import Entity, RebuildMarker, StreamPartition
 from contracts.errors import MissingEntityError, TenantIsolationError
 from contracts.ids import EventId, TenantId
 from contracts.ports.graph import ProjectedGraphStore
 from contracts.ports.ledger import NO_CHECKPOINT
-from tests.compliance.graph_support import alias, eid, ent, fresh_tenant, key, rel
 
 
 class Boom(Exception):

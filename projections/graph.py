@@ -22,9 +22,10 @@ from contracts.events import (
 )
 from contracts.ids import EntityId, TenantId
 from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
+from projections.batch import Admitted
 from projections.chunks import DEFAULT_CHUNK, chunks
-from projections.fold import Admitted, Fold, MergeRefused
-from projections.records import FoldReport
+from projections.fold import Fold, MergeRefused
+from projections.records import Tally
 
 
 def _edge(
@@ -66,13 +67,13 @@ class _EdgeWriter:
     def resolve(self, entity_id: str) -> EntityId:
         return self.resolved.get(EntityId(entity_id), EntityId(entity_id))
 
-    def write(self, rel: ExtractedRelationship, report: FoldReport) -> None:
+    def write(self, rel: ExtractedRelationship, tally: Tally) -> None:
         source, target = self.resolve(rel.source), self.resolve(rel.target)
         if source == target:
             self.deletes.append(rel.key)
-            report.collapsed += 1
+            tally.collapsed += 1
         elif source not in self.existing or target not in self.existing:
-            report.dangling += 1
+            tally.dangling += 1
         else:
             self.upserts.append(_edge(self.tenant, source, target, rel))
 
@@ -147,9 +148,7 @@ class GraphProjection(Fold[GraphUnitOfWork]):
                     f"entity {entity.id!r} embedding",
                 )
 
-    async def apply_run(
-        self, uow: GraphUnitOfWork, run: Sequence[Admitted], report: FoldReport
-    ) -> None:
+    async def apply_run(self, uow: GraphUnitOfWork, run: Sequence[Admitted], tally: Tally) -> None:
         by_tenant: dict[TenantId, list[DocumentExtractedEvent]] = {}
         for item in run:
             assert isinstance(item.event, DocumentExtractedEvent)
@@ -158,14 +157,14 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         # Tenants never touch each other's rows, so grouping by tenant keeps
         # each tenant's own order and the result of one-at-a-time application.
         for tenant, events in by_tenant.items():
-            await self._extractions(uow, tenant, events, report)
+            await self._extractions(uow, tenant, events, tally)
 
     async def _extractions(
         self,
         uow: GraphUnitOfWork,
         tenant: TenantId,
         events: Sequence[DocumentExtractedEvent],
-        report: FoldReport,
+        tally: Tally,
     ) -> None:
         endpoints = {
             EntityId(end)
@@ -190,11 +189,11 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         for event in events:
             writer.existing.update(EntityId(e.id) for e in event.payload.entities)
             for rel in event.payload.relationships:
-                writer.write(rel, report)
+                writer.write(rel, tally)
         await writer.flush(uow)
 
     async def apply_merge(
-        self, uow: GraphUnitOfWork, event: EntitiesMergedEvent, report: FoldReport
+        self, uow: GraphUnitOfWork, event: EntitiesMergedEvent, tally: Tally
     ) -> None:
         tenant, payload = event.tenant, event.payload
         canonical = EntityId(payload.canonical_id)
@@ -212,17 +211,17 @@ class GraphProjection(Fold[GraphUnitOfWork]):
             raise MergeRefused(
                 f"merging {', '.join(absorbed)} into {canonical!r} would close an alias cycle"
             ) from exc
-        await self._add_edges(uow, tenant, payload.edges_to_add, report)
-        await self._repoint(uow, tenant, absorbed, report)
+        await self._add_edges(uow, tenant, payload.edges_to_add, tally)
+        await self._repoint(uow, tenant, absorbed, tally)
 
     async def apply_unmerge(
-        self, uow: GraphUnitOfWork, event: EntitiesUnmergedEvent, report: FoldReport
+        self, uow: GraphUnitOfWork, event: EntitiesUnmergedEvent, tally: Tally
     ) -> None:
         tenant, payload = event.tenant, event.payload
         await self._remove_edges(uow, tenant, payload.edges_to_remove)
         for restored in payload.restored_ids:
             await uow.remove_alias(tenant, EntityId(restored))
-        await self._add_edges(uow, tenant, payload.edges_to_restore, report)
+        await self._add_edges(uow, tenant, payload.edges_to_restore, tally)
 
     async def _remove_edges(
         self, uow: GraphUnitOfWork, tenant: TenantId, refs: Sequence[EdgeRef]
@@ -242,7 +241,7 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         uow: GraphUnitOfWork,
         tenant: TenantId,
         rels: Sequence[ExtractedRelationship],
-        report: FoldReport,
+        tally: Tally,
     ) -> None:
         if not rels:
             return
@@ -252,7 +251,7 @@ class GraphProjection(Fold[GraphUnitOfWork]):
             tenant, resolved, await _existing(uow, tenant, resolved.values()), chunk=self.chunk
         )
         for rel in rels:
-            writer.write(rel, report)
+            writer.write(rel, tally)
         await writer.flush(uow)
 
     async def _repoint(
@@ -260,7 +259,7 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         uow: GraphUnitOfWork,
         tenant: TenantId,
         absorbed: Sequence[EntityId],
-        report: FoldReport,
+        tally: Tally,
     ) -> None:
         """An absorbed entity keeps no edges: move each to the resolved ids."""
         touching = await uow.get_relationships_for(tenant, absorbed)
@@ -273,9 +272,9 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         for rel in sorted(touching, key=lambda r: r.key):
             source, target = resolved[rel.source_id], resolved[rel.target_id]
             if source == target:
-                report.collapsed += 1
+                tally.collapsed += 1
             elif source not in existing or target not in existing:
-                report.dangling += 1
+                tally.dangling += 1
             else:
                 moved.append(
                     Relationship(tenant, source, target, rel.type, rel.confidence, rel.properties)

@@ -22,9 +22,10 @@ from contracts.events import (
 from contracts.ids import EntityId, TenantId
 from contracts.ports.embedder import Embedder
 from contracts.ports.vector import ProjectedVectorStore, VectorUnitOfWork
+from projections.batch import Admitted
 from projections.chunks import DEFAULT_CHUNK, chunks
-from projections.fold import Admitted, Fold, MergeRefused
-from projections.records import FoldReport
+from projections.fold import Fold, MergeRefused
+from projections.records import Tally
 
 
 def vector_metadata(entity: ExtractedEntity, document_id: str) -> dict[str, Any]:
@@ -49,9 +50,7 @@ class VectorProjection(Fold[VectorUnitOfWork]):
         if embedder.identity.dimension != store.dimension:
             raise DimensionMismatchError(store.dimension, embedder.identity.dimension, "embedder")
 
-    async def apply_run(
-        self, uow: VectorUnitOfWork, run: Sequence[Admitted], report: FoldReport
-    ) -> None:
+    async def apply_run(self, uow: VectorUnitOfWork, run: Sequence[Admitted], tally: Tally) -> None:
         pending = (
             (item.event.tenant, entity, item.event.payload.document_id)
             for item in run
@@ -91,7 +90,7 @@ class VectorProjection(Fold[VectorUnitOfWork]):
             await uow.upsert_many(tenant, records)
 
     async def apply_merge(
-        self, uow: VectorUnitOfWork, event: EntitiesMergedEvent, report: FoldReport
+        self, uow: VectorUnitOfWork, event: EntitiesMergedEvent, tally: Tally
     ) -> None:
         tenant, payload = event.tenant, event.payload
         canonical = EntityId(payload.canonical_id)
@@ -107,7 +106,7 @@ class VectorProjection(Fold[VectorUnitOfWork]):
             ) from exc
 
     async def apply_unmerge(
-        self, uow: VectorUnitOfWork, event: EntitiesUnmergedEvent, report: FoldReport
+        self, uow: VectorUnitOfWork, event: EntitiesUnmergedEvent, tally: Tally
     ) -> None:
         for restored in event.payload.restored_ids:
             await uow.unhide(event.tenant, EntityId(restored))

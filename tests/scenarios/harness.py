@@ -15,7 +15,7 @@ import inspect
 import random
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from adapters.embedding import HashingEmbedder
@@ -171,6 +171,7 @@ class Worker:
         v = await self.vector.apply(
             PARTITION, records, log_start=self.log_start, read_from=read_from
         )
+        reports: list[FoldReport] = []
         for fold, store, report in (
             (self.graph, self.stores.graph, g),
             (self.vector, self.stores.vector, v),
@@ -181,12 +182,14 @@ class Worker:
             if report.failed:
                 for failure in report.failed:
                     await fold.skip_refused(PARTITION, failure.offset)
-                report.next_needed_offset = await fold.next_needed_offset(PARTITION)
+                needed = await fold.next_needed_offset(PARTITION)
+                report = replace(report, next_needed_offset=needed)
             # The report's position comes from the fold's last unit of work,
             # not from a read: it must be what the store itself says.
             stored = await next_needed_offset(store, PARTITION)
             assert report.next_needed_offset == stored, (report.next_needed_offset, stored)
-        return g, v
+            reports.append(report)
+        return reports[0], reports[1]
 
 
 @dataclass

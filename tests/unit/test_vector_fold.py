@@ -15,8 +15,8 @@ from contracts.domain import EmbeddingIdentity, VectorRecord
 from contracts.errors import DimensionMismatchError, InvalidEventError
 from contracts.events import DocumentExtractedEvent, parse_event
 from contracts.ids import EntityId, TenantId
-from projections.fold import Admitted
-from projections.records import FoldReport
+from projections.batch import Admitted
+from projections.records import Tally
 from projections.vector import VectorProjection, vector_metadata
 
 DIMENSION = 3
@@ -68,7 +68,7 @@ def document(embeddings: list[str | None]) -> DocumentExtractedEvent:
 async def fold(event: DocumentExtractedEvent, embedded: list[Any]) -> list[VectorRecord]:
     uow = UnitOfWork()
     projection = VectorProjection(Store(), Embedder(embedded))  # type: ignore[arg-type]
-    await projection.apply_run(uow, [Admitted(0, event)], FoldReport())  # type: ignore[arg-type]
+    await projection.apply_run(uow, [Admitted(0, event)], Tally())  # type: ignore[arg-type]
     return [record for _, records in uow.written for record in records]
 
 

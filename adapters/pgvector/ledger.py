@@ -22,7 +22,7 @@ from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
 from contracts.ids import EventId, TenantId
 from contracts.ports.ledger import NO_CHECKPOINT
 
-__all__ = ["LedgerOps"]
+__all__ = ["PgLedger"]
 
 
 def _offset(partition: StreamPartition, row: Any) -> int:
@@ -32,11 +32,11 @@ def _offset(partition: StreamPartition, row: Any) -> int:
     return int(row["last_offset"])
 
 
-class LedgerOps:
+class PgLedger:
     def __init__(self, conn: asyncpg.Connection, sql: Statements) -> None:
         self._conn = conn
         self._sql = sql
-        # Checkpoint rows this transaction has locked (one Operations object
+        # Checkpoint rows this transaction has locked (one PgUnitOfWork
         # lives exactly as long as its transaction).
         self._locked: set[tuple[str, int]] = set()
 

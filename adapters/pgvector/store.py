@@ -5,12 +5,13 @@ One schema per store (default ``redstring``), created and migrated on
 Connections come from an asyncpg pool whose ``init`` registers pgvector's
 binary codec on each of them.
 
-Direct calls each run as one short transaction (a read as one statement),
-retried with backoff on transient failures. ``unit_of_work(partition)`` takes
-one pooled connection, opens one transaction, and locks the partition's
-checkpoint row before handing out the view; nothing in it is retried (see
-errors.py): a transient failure surfaces as ``TransientStoreError`` and the
-caller redoes the whole batch.
+Direct calls each run as one short transaction (a read as one statement) on
+a ``PgUnitOfWork`` of their own, retried with backoff on transient failures:
+one policy for every direct call (``_direct_read``, ``_direct_write``).
+``unit_of_work(partition)`` takes one pooled connection, opens one
+transaction, and locks the partition's checkpoint row before handing out the
+view; nothing in it is retried (see errors.py): a transient failure surfaces
+as ``TransientStoreError`` and the caller redoes the whole batch.
 
 Search is exact by default (docs/adr/0005-pgvector-exact-search.md).
 ``hnsw=True`` builds an HNSW index and answers from it with iterative scans:
@@ -20,16 +21,16 @@ faster on large tenants, approximate, and not what the compliance suite states.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
-from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 from pgvector.asyncpg import register_vector
 
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
+from adapters.direct_calls import reads, writes
 from adapters.pgvector import vectors
 from adapters.pgvector.errors import (
     RetryPolicy,
@@ -38,22 +39,23 @@ from adapters.pgvector.errors import (
     with_retries,
 )
 from adapters.pgvector.migrations import migrate
-from adapters.pgvector.operations import Operations
 from adapters.pgvector.sql import Statements, quote_identifier
+from adapters.pgvector.unit_of_work import PgUnitOfWork
 from adapters.pgvector.vectors import plan_search, plan_upsert
 from contracts.domain import (
     EmbeddingIdentity,
     ErasureSweep,
-    ErasureTombstone,
-    RebuildMarker,
     StreamPartition,
     VectorMatch,
     VectorRecord,
 )
-from contracts.ids import EntityId, EventId, TenantId
+from contracts.ids import TenantId
 from contracts.ids import tenant_id as valid_tenant_id
 from contracts.ports.lifecycle import ClosingContext
 from contracts.ports.vector import VectorUnitOfWork
+
+if TYPE_CHECKING:
+    from contracts.ports.vector import ProjectedVectorStore
 
 __all__ = ["PgVectorStore"]
 
@@ -241,10 +243,10 @@ class PgVectorStore(ClosingContext):
     def schema(self) -> str:
         return self._sql.schema
 
-    def _ops(self, conn: asyncpg.Connection) -> Operations:
-        ops = Operations(conn, self._sql, self._identity, self._approximate)
-        ops.max_alias_depth = self.max_alias_depth
-        return ops
+    def _view(self, conn: asyncpg.Connection) -> PgUnitOfWork:
+        view = PgUnitOfWork(conn, self._sql, self._identity, self._approximate)
+        view.max_alias_depth = self.max_alias_depth
+        return view
 
     def _refuse_inside_own_unit_of_work(self) -> None:
         task = asyncio.current_task()
@@ -254,16 +256,22 @@ class PgVectorStore(ClosingContext):
                 "of work would wait on its own locks; write through the unit of work instead"
             )
 
-    async def _read(self, where: str, call: Callable[[Operations], Awaitable[T]]) -> T:
+    async def _direct_read(self, name: str, call: Callable[[PgUnitOfWork], Awaitable[T]]) -> T:
+        """Run ``call`` on a pooled connection, retried per the store's policy."""
+        where = f"pgvector.{name}"
+
         async def attempt() -> T:
             with translated(where):
                 async with self._pool.acquire() as conn, _discarded_if_broken(conn):
-                    return await call(self._ops(conn))
+                    return await call(self._view(conn))
 
         return await with_retries(self._retry, attempt)
 
-    async def _write(self, where: str, call: Callable[[Operations], Awaitable[T]]) -> T:
+    async def _direct_write(self, name: str, call: Callable[[PgUnitOfWork], Awaitable[T]]) -> T:
+        """Run ``call`` in a short transaction of its own, retried per the
+        store's policy; refused inside this task's own unit of work."""
         self._refuse_inside_own_unit_of_work()
+        where = f"pgvector.{name}"
 
         async def attempt() -> T:
             with translated(where):
@@ -272,7 +280,7 @@ class PgVectorStore(ClosingContext):
                     _discarded_if_broken(conn),
                     conn.transaction(),
                 ):
-                    return await call(self._ops(conn))
+                    return await call(self._view(conn))
 
         return await with_retries(self._retry, attempt)
 
@@ -284,7 +292,7 @@ class PgVectorStore(ClosingContext):
         return self._unit_of_work(partition)
 
     @asynccontextmanager
-    async def _unit_of_work(self, partition: StreamPartition) -> AsyncIterator[Operations]:
+    async def _unit_of_work(self, partition: StreamPartition) -> AsyncIterator[PgUnitOfWork]:
         self._refuse_inside_own_unit_of_work()
         where = "pgvector.unit_of_work"
         with translated(where):
@@ -293,7 +301,7 @@ class PgVectorStore(ClosingContext):
             with translated(where):
                 transaction = conn.transaction()
                 await transaction.start()
-            ops = self._ops(conn)
+            ops = self._view(conn)
             task = asyncio.current_task()
             if task is not None:
                 self._holders.add(task)
@@ -319,10 +327,14 @@ class PgVectorStore(ClosingContext):
         finally:
             await self._pool.release(conn)
 
-    # -- VectorStore ---------------------------------------------------------------
+    # -- VectorStore: direct calls --------------------------------------------------
+    # Planned before a connection is taken, so that a bad record or query never
+    # costs SQL (vectors.plan_upsert, vectors.plan_search).
 
-    async def get(self, tenant_id: TenantId, entity_id: EntityId) -> VectorRecord | None:
-        return await self._read("pgvector.get", lambda ops: ops.get(tenant_id, entity_id))
+    get = reads(PgUnitOfWork.get)
+    resolve_entity_ids = reads(PgUnitOfWork.resolve_entity_ids)
+    hide_merged = writes(PgUnitOfWork.hide_merged)
+    unhide = writes(PgUnitOfWork.unhide)
 
     async def search(
         self,
@@ -334,135 +346,56 @@ class PgVectorStore(ClosingContext):
         plan = plan_search(tenant_id, vector, k, entity_type, self.dimension)
         if plan is None:
             return []
-        return await self._read("pgvector.search", lambda ops: ops.apply_search(plan))
-
-    async def resolve_entity_ids(
-        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
-    ) -> dict[EntityId, EntityId]:
-        ids = list(entity_ids)  # an iterator must survive a retry
-        return await self._read(
-            "pgvector.resolve_entity_ids", lambda ops: ops.resolve_entity_ids(tenant_id, ids)
-        )
+        return await self._direct_read("search", lambda view: view.apply_search(plan))
 
     async def upsert(self, tenant_id: TenantId, record: VectorRecord) -> None:
         await self.upsert_many(tenant_id, [record])
 
     async def upsert_many(self, tenant_id: TenantId, records: Sequence[VectorRecord]) -> None:
-        # Checked before a connection is taken: a wrong dimension never costs SQL.
         plan = plan_upsert(tenant_id, records, self.dimension)
         if plan.rows:
-            await self._write("pgvector.upsert", lambda ops: ops.apply_upsert(plan))
-
-    async def hide_merged(
-        self, tenant_id: TenantId, alias_id: EntityId, canonical_id: EntityId
-    ) -> None:
-        await self._write(
-            "pgvector.hide_merged", lambda ops: ops.hide_merged(tenant_id, alias_id, canonical_id)
-        )
-
-    async def unhide(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
-        return await self._write("pgvector.unhide", lambda ops: ops.unhide(tenant_id, alias_id))
+            await self._direct_write("upsert", lambda view: view.apply_upsert(plan))
 
     async def delete_by_tenant(self, tenant_id: TenantId) -> ErasureSweep:
         """Batch by batch, each in its own short transaction (a large tenant
         never holds one huge transaction open); then the sweep counts what is
         left. Inside a unit of work the same batches run in its transaction."""
         tenant = valid_tenant_id(tenant_id)
-        where = "pgvector.delete_by_tenant"
         for table in ("vectors", "vector_aliases"):
             size = vectors.DELETE_BATCH
 
-            def batch(ops: Operations, table: str = table, size: int = size) -> Awaitable[int]:
-                return ops.delete_batch(tenant, table, size)
+            def batch(view: PgUnitOfWork, table: str = table, size: int = size) -> Awaitable[int]:
+                return view.delete_batch(tenant, table, size)
 
-            while await self._write(where, batch) == size:
+            while await self._direct_write("delete_by_tenant", batch) == size:
                 pass
-        return await self._read(where, lambda ops: ops.sweep(tenant))
+        return await self._direct_read("delete_by_tenant", lambda view: view.sweep(tenant))
 
-    # -- ProjectionLedger -------------------------------------------------------------
+    # -- ProjectionLedger: direct calls ------------------------------------------------
 
-    async def checkpoint(self, partition: StreamPartition) -> int:
-        return await self._read("pgvector.checkpoint", lambda ops: ops.checkpoint(partition))
-
-    async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
-        await self._write(
-            "pgvector.advance_checkpoint", lambda ops: ops.advance_checkpoint(partition, offset)
-        )
-
-    async def checkpoints(self) -> dict[tuple[str, int], int]:
-        return await self._read("pgvector.checkpoints", lambda ops: ops.checkpoints())
-
-    async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
-        return await self._read(
-            "pgvector.rebuild_markers", lambda ops: ops.rebuild_markers(partition)
-        )
-
-    async def put_rebuild_marker(self, marker: RebuildMarker) -> None:
-        await self._write("pgvector.put_rebuild_marker", lambda ops: ops.put_rebuild_marker(marker))
-
-    async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
-        return await self._write(
-            "pgvector.close_rebuild_marker",
-            lambda ops: ops.close_rebuild_marker(tenant_id, partition),
-        )
-
-    async def is_rebuilding(self, tenant_id: TenantId) -> bool:
-        return await self._read("pgvector.is_rebuilding", lambda ops: ops.is_rebuilding(tenant_id))
-
-    async def erasure_tombstone(self, tenant_id: TenantId) -> ErasureTombstone | None:
-        return await self._read(
-            "pgvector.erasure_tombstone", lambda ops: ops.erasure_tombstone(tenant_id)
-        )
-
-    async def put_erasure_tombstone(self, tombstone: ErasureTombstone) -> None:
-        await self._write(
-            "pgvector.put_erasure_tombstone", lambda ops: ops.put_erasure_tombstone(tombstone)
-        )
-
-    async def applied_event_ids(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId]
-    ) -> set[EventId]:
-        ids = list(event_ids)
-        return await self._read(
-            "pgvector.applied_event_ids", lambda ops: ops.applied_event_ids(tenant_id, ids)
-        )
-
-    async def record_applied_events(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime
-    ) -> None:
-        ids = list(event_ids)
-        await self._write(
-            "pgvector.record_applied_events",
-            lambda ops: ops.record_applied_events(tenant_id, ids, applied_at),
-        )
-
-    async def forget_applied_events(self, tenant_id: TenantId) -> None:
-        await self._write(
-            "pgvector.forget_applied_events", lambda ops: ops.forget_applied_events(tenant_id)
-        )
-
-    async def expire_applied_events(self, older_than: datetime) -> int:
-        return await self._write(
-            "pgvector.expire_applied_events", lambda ops: ops.expire_applied_events(older_than)
-        )
-
-    async def acted_control_events(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId]
-    ) -> dict[EventId, int]:
-        ids = list(event_ids)
-        return await self._read(
-            "pgvector.acted_control_events", lambda ops: ops.acted_control_events(tenant_id, ids)
-        )
-
-    async def record_control_event(
-        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
-    ) -> None:
-        await self._write(
-            "pgvector.record_control_event",
-            lambda ops: ops.record_control_event(tenant_id, event_id, offset, acted_at),
-        )
+    checkpoint = reads(PgUnitOfWork.checkpoint)
+    advance_checkpoint = writes(PgUnitOfWork.advance_checkpoint)
+    checkpoints = reads(PgUnitOfWork.checkpoints)
+    rebuild_markers = reads(PgUnitOfWork.rebuild_markers)
+    put_rebuild_marker = writes(PgUnitOfWork.put_rebuild_marker)
+    close_rebuild_marker = writes(PgUnitOfWork.close_rebuild_marker)
+    is_rebuilding = reads(PgUnitOfWork.is_rebuilding)
+    erasure_tombstone = reads(PgUnitOfWork.erasure_tombstone)
+    put_erasure_tombstone = writes(PgUnitOfWork.put_erasure_tombstone)
+    applied_event_ids = reads(PgUnitOfWork.applied_event_ids)
+    record_applied_events = writes(PgUnitOfWork.record_applied_events)
+    forget_applied_events = writes(PgUnitOfWork.forget_applied_events)
+    expire_applied_events = writes(PgUnitOfWork.expire_applied_events)
+    acted_control_events = reads(PgUnitOfWork.acted_control_events)
+    record_control_event = writes(PgUnitOfWork.record_control_event)
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def aclose(self) -> None:
         await self._pool.close()
+
+
+if TYPE_CHECKING:
+    # mypy proves the store and its units of work conform to the ports.
+    _store: type[ProjectedVectorStore] = PgVectorStore
+    _unit: type[VectorUnitOfWork] = PgUnitOfWork

@@ -39,7 +39,7 @@ from contracts.errors import (
 )
 from contracts.ids import EntityId, TenantId, check_id_text
 
-__all__ = ["DELETE_BATCH", "SearchPlan", "UpsertPlan", "VectorOps", "plan_search", "plan_upsert"]
+__all__ = ["DELETE_BATCH", "PgVectorOps", "SearchPlan", "UpsertPlan", "plan_search", "plan_upsert"]
 
 #: Rows per DELETE while wiping a tenant: bounded statements, bounded WAL bursts.
 DELETE_BATCH = 5000
@@ -114,7 +114,7 @@ def plan_search(
     return SearchPlan(partition, Vector(query_components(vector)), min(k, _MAX_K), entity_type)
 
 
-class VectorOps:
+class PgVectorOps:
     #: Alias hops from any id to its canonical (adapters.alias_depth); the
     #: store sets it on every view it makes.
     max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH

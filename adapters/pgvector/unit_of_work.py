@@ -1,5 +1,5 @@
 """``VectorStore`` + ``ProjectionLedger`` over one connection: what a unit of
-work hands out, and what every direct call of ``PgVectorStore`` runs."""
+work hands out, and what every direct call of ``PgVectorStore`` runs on."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from typing import Any
 
 import asyncpg
 
-from adapters.pgvector.ledger import LedgerOps
+from adapters.pgvector.ledger import PgLedger
 from adapters.pgvector.sql import Statements
-from adapters.pgvector.vectors import VectorOps
+from adapters.pgvector.vectors import PgVectorOps
 from contracts.domain import EmbeddingIdentity
 from contracts.ports.lifecycle import ClosingContext
 
-__all__ = ["Operations"]
+__all__ = ["PgUnitOfWork"]
 
 
 class _Retired:
@@ -26,7 +26,7 @@ class _Retired:
         raise RuntimeError("this unit of work has ended; open a new one to read or write")
 
 
-class Operations(VectorOps, LedgerOps, ClosingContext):
+class PgUnitOfWork(PgVectorOps, PgLedger, ClosingContext):
     def __init__(
         self,
         conn: asyncpg.Connection,
@@ -34,8 +34,8 @@ class Operations(VectorOps, LedgerOps, ClosingContext):
         identity: EmbeddingIdentity,
         approximate: bool,
     ) -> None:
-        VectorOps.__init__(self, conn, sql, identity, approximate)
-        LedgerOps.__init__(self, conn, sql)
+        PgVectorOps.__init__(self, conn, sql, identity, approximate)
+        PgLedger.__init__(self, conn, sql)
 
     def retire(self) -> None:
         self._conn = _Retired()

@@ -12,27 +12,33 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_alias_write, check_resolved_depth
+from adapters.direct_calls import reads, writes
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
-from adapters.memory.ledger import LedgerState, LedgerView
+from adapters.memory.ledger import LedgerState, MemoryLedger
 from contracts.domain import (
     Alias,
     Entity,
     ErasureSweep,
-    ErasureTombstone,
-    RebuildMarker,
     Relationship,
     RelationshipKey,
     StreamPartition,
 )
 from contracts.errors import AliasCycleError, MissingEntityError
-from contracts.ids import EntityId, EventId, TenantId
+from contracts.ids import EntityId, TenantId
 from contracts.ports.lifecycle import ClosingContext
 
 if TYPE_CHECKING:
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
 
 K = TypeVar("K", bound=Any)
 V = TypeVar("V")
+T = TypeVar("T")
 Record = TypeVar("Record", Entity, Relationship, Alias)
 
 
@@ -110,7 +117,7 @@ def _scoped(tenant_id: TenantId, method: str) -> Iterator[Partition]:
         yield Partition.current(where=f"memory.graph.{method}")
 
 
-class GraphView(LedgerView, ClosingContext):
+class GraphView(MemoryLedger, ClosingContext):
     """GraphStore and ProjectionLedger over one ``GraphState``: the committed
     state for direct reads, or a unit of work's private copy."""
 
@@ -118,7 +125,7 @@ class GraphView(LedgerView, ClosingContext):
         self._state: GraphState | None = state
         super().__init__(state.ledger)
 
-    # LedgerView keeps its state in ``_ledger``; routing it through ``_graph``
+    # MemoryLedger keeps its state in ``_ledger``; routing it through ``_graph``
     # makes the ledger methods refuse an ended unit of work too.
     @property
     def _ledger(self) -> LedgerState:
@@ -390,153 +397,51 @@ class InMemoryGraphStore(ClosingContext):
     async def aclose(self) -> None:
         self._closed = True
 
+    async def _direct_read(self, name: str, call: Callable[[GraphView], Awaitable[T]]) -> T:
+        return await call(self._reader())
+
+    async def _direct_write(self, name: str, call: Callable[[GraphView], Awaitable[T]]) -> T:
+        async with self._transaction() as tx:
+            return await call(tx)
+
     # Reads see committed state; each write is its own unit of work.
 
-    async def get_entity(self, tenant_id: TenantId, entity_id: EntityId) -> Entity | None:
-        return await self._reader().get_entity(tenant_id, entity_id)
-
-    async def get_entities(
-        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
-    ) -> list[Entity]:
-        return await self._reader().get_entities(tenant_id, entity_ids)
-
-    async def find_entities(
-        self, tenant_id: TenantId, entity_type: str | None = None, limit: int = 1000
-    ) -> list[Entity]:
-        return await self._reader().find_entities(tenant_id, entity_type, limit)
-
-    async def find_by_blocking_key(self, tenant_id: TenantId, key: str) -> list[Entity]:
-        return await self._reader().find_by_blocking_key(tenant_id, key)
-
-    async def find_by_blocking_keys(
-        self, tenant_id: TenantId, keys: Iterable[str]
-    ) -> dict[str, list[Entity]]:
-        return await self._reader().find_by_blocking_keys(tenant_id, keys)
-
-    async def upsert_entity(self, tenant_id: TenantId, entity: Entity) -> None:
-        async with self._transaction() as tx:
-            await tx.upsert_entity(tenant_id, entity)
-
-    async def upsert_entities(self, tenant_id: TenantId, entities: Sequence[Entity]) -> None:
-        async with self._transaction() as tx:
-            await tx.upsert_entities(tenant_id, entities)
-
-    async def upsert_alias(self, tenant_id: TenantId, alias: Alias) -> None:
-        async with self._transaction() as tx:
-            await tx.upsert_alias(tenant_id, alias)
-
-    async def remove_alias(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
-        async with self._transaction() as tx:
-            return await tx.remove_alias(tenant_id, alias_id)
-
-    async def find_aliases(self, tenant_id: TenantId, canonical_id: EntityId) -> list[Alias]:
-        return await self._reader().find_aliases(tenant_id, canonical_id)
-
-    async def resolve_entity_ids(
-        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
-    ) -> dict[EntityId, EntityId]:
-        return await self._reader().resolve_entity_ids(tenant_id, entity_ids)
-
-    async def upsert_relationships(
-        self, tenant_id: TenantId, relationships: Sequence[Relationship]
-    ) -> None:
-        async with self._transaction() as tx:
-            await tx.upsert_relationships(tenant_id, relationships)
-
-    async def delete_relationships(
-        self, tenant_id: TenantId, keys: Iterable[RelationshipKey]
-    ) -> int:
-        async with self._transaction() as tx:
-            return await tx.delete_relationships(tenant_id, keys)
-
-    async def get_relationship(
-        self, tenant_id: TenantId, key: RelationshipKey
-    ) -> Relationship | None:
-        return await self._reader().get_relationship(tenant_id, key)
-
-    async def get_relationships(
-        self,
-        tenant_id: TenantId,
-        source_id: EntityId | None = None,
-        target_id: EntityId | None = None,
-        rel_type: str | None = None,
-    ) -> list[Relationship]:
-        return await self._reader().get_relationships(tenant_id, source_id, target_id, rel_type)
-
-    async def get_relationships_for(
-        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
-    ) -> list[Relationship]:
-        return await self._reader().get_relationships_for(tenant_id, entity_ids)
-
-    async def neighbors(self, tenant_id: TenantId, entity_id: EntityId) -> list[Entity]:
-        return await self._reader().neighbors(tenant_id, entity_id)
-
-    async def delete_by_tenant(self, tenant_id: TenantId) -> ErasureSweep:
-        async with self._transaction() as tx:
-            return await tx.delete_by_tenant(tenant_id)
+    get_entity = reads(GraphView.get_entity)
+    get_entities = reads(GraphView.get_entities)
+    find_entities = reads(GraphView.find_entities)
+    find_by_blocking_key = reads(GraphView.find_by_blocking_key)
+    find_by_blocking_keys = reads(GraphView.find_by_blocking_keys)
+    upsert_entity = writes(GraphView.upsert_entity)
+    upsert_entities = writes(GraphView.upsert_entities)
+    upsert_alias = writes(GraphView.upsert_alias)
+    remove_alias = writes(GraphView.remove_alias)
+    find_aliases = reads(GraphView.find_aliases)
+    resolve_entity_ids = reads(GraphView.resolve_entity_ids)
+    upsert_relationships = writes(GraphView.upsert_relationships)
+    delete_relationships = writes(GraphView.delete_relationships)
+    get_relationship = reads(GraphView.get_relationship)
+    get_relationships = reads(GraphView.get_relationships)
+    get_relationships_for = reads(GraphView.get_relationships_for)
+    neighbors = reads(GraphView.neighbors)
+    delete_by_tenant = writes(GraphView.delete_by_tenant)
 
     # ProjectionLedger, under the same rule.
 
-    async def checkpoint(self, partition: StreamPartition) -> int:
-        return await self._reader().checkpoint(partition)
-
-    async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
-        async with self._transaction() as tx:
-            await tx.advance_checkpoint(partition, offset)
-
-    async def checkpoints(self) -> dict[tuple[str, int], int]:
-        return await self._reader().checkpoints()
-
-    async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
-        return await self._reader().rebuild_markers(partition)
-
-    async def put_rebuild_marker(self, marker: RebuildMarker) -> None:
-        async with self._transaction() as tx:
-            await tx.put_rebuild_marker(marker)
-
-    async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
-        async with self._transaction() as tx:
-            return await tx.close_rebuild_marker(tenant_id, partition)
-
-    async def is_rebuilding(self, tenant_id: TenantId) -> bool:
-        return await self._reader().is_rebuilding(tenant_id)
-
-    async def erasure_tombstone(self, tenant_id: TenantId) -> ErasureTombstone | None:
-        return await self._reader().erasure_tombstone(tenant_id)
-
-    async def put_erasure_tombstone(self, tombstone: ErasureTombstone) -> None:
-        async with self._transaction() as tx:
-            await tx.put_erasure_tombstone(tombstone)
-
-    async def applied_event_ids(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId]
-    ) -> set[EventId]:
-        return await self._reader().applied_event_ids(tenant_id, event_ids)
-
-    async def record_applied_events(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime
-    ) -> None:
-        async with self._transaction() as tx:
-            await tx.record_applied_events(tenant_id, event_ids, applied_at)
-
-    async def forget_applied_events(self, tenant_id: TenantId) -> None:
-        async with self._transaction() as tx:
-            await tx.forget_applied_events(tenant_id)
-
-    async def expire_applied_events(self, older_than: datetime) -> int:
-        async with self._transaction() as tx:
-            return await tx.expire_applied_events(older_than)
-
-    async def acted_control_events(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId]
-    ) -> dict[EventId, int]:
-        return await self._reader().acted_control_events(tenant_id, event_ids)
-
-    async def record_control_event(
-        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
-    ) -> None:
-        async with self._transaction() as tx:
-            await tx.record_control_event(tenant_id, event_id, offset, acted_at)
+    checkpoint = reads(GraphView.checkpoint)
+    advance_checkpoint = writes(GraphView.advance_checkpoint)
+    checkpoints = reads(GraphView.checkpoints)
+    rebuild_markers = reads(GraphView.rebuild_markers)
+    put_rebuild_marker = writes(GraphView.put_rebuild_marker)
+    close_rebuild_marker = writes(GraphView.close_rebuild_marker)
+    is_rebuilding = reads(GraphView.is_rebuilding)
+    erasure_tombstone = reads(GraphView.erasure_tombstone)
+    put_erasure_tombstone = writes(GraphView.put_erasure_tombstone)
+    applied_event_ids = reads(GraphView.applied_event_ids)
+    record_applied_events = writes(GraphView.record_applied_events)
+    forget_applied_events = writes(GraphView.forget_applied_events)
+    expire_applied_events = writes(GraphView.expire_applied_events)
+    acted_control_events = reads(GraphView.acted_control_events)
+    record_control_event = writes(GraphView.record_control_event)
 
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ class LedgerState:
         )
 
 
-class LedgerView:
+class MemoryLedger:
     """ProjectionLedger over one ``LedgerState`` (committed, or a transaction's copy)."""
 
     def __init__(self, state: LedgerState) -> None:

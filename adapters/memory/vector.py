@@ -15,31 +15,34 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_alias_write, check_resolved_depth
+from adapters.direct_calls import reads, writes
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
-from adapters.memory.ledger import LedgerState, LedgerView
+from adapters.memory.ledger import LedgerState, MemoryLedger
 from contracts.domain import (
     ENTITY_TYPE_KEY,
     EmbeddingIdentity,
     ErasureSweep,
-    ErasureTombstone,
-    RebuildMarker,
     StreamPartition,
     VectorMatch,
     VectorRecord,
 )
 from contracts.errors import AliasCycleError, DimensionMismatchError
-from contracts.ids import EntityId, EventId, TenantId, check_id_text
+from contracts.ids import EntityId, TenantId, check_id_text
 from contracts.ports.lifecycle import ClosingContext
 from contracts.ports.vector import VectorUnitOfWork
 
+if TYPE_CHECKING:
+    from contracts.ports.vector import ProjectedVectorStore
+
 __all__ = ["InMemoryVectorStore", "VectorState"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -102,7 +105,7 @@ class _Retired:
 _RETIRED = _Retired()
 
 
-class VectorView(LedgerView, ClosingContext):
+class VectorView(MemoryLedger, ClosingContext):
     """``VectorStore`` + ``ProjectionLedger`` over one ``VectorState``: the
     committed state for reads, or a unit of work's private copy."""
 
@@ -305,111 +308,49 @@ class InMemoryVectorStore(ClosingContext):
         del partition  # one lock covers every partition of an in-memory store
         return self._transaction()
 
+    async def _direct_read(self, name: str, call: Callable[[VectorView], Awaitable[T]]) -> T:
+        return await call(self._committed())
+
+    async def _direct_write(self, name: str, call: Callable[[VectorView], Awaitable[T]]) -> T:
+        async with self._transaction() as view:
+            return await call(view)
+
     # -- VectorStore: reads on committed state, writes as one-call units of work
 
-    async def get(self, tenant_id: TenantId, entity_id: EntityId) -> VectorRecord | None:
-        return await self._committed().get(tenant_id, entity_id)
-
-    async def search(
-        self,
-        tenant_id: TenantId,
-        vector: Sequence[float],
-        k: int,
-        entity_type: str | None = None,
-    ) -> list[VectorMatch]:
-        return await self._committed().search(tenant_id, vector, k, entity_type)
-
-    async def resolve_entity_ids(
-        self, tenant_id: TenantId, entity_ids: Iterable[EntityId]
-    ) -> dict[EntityId, EntityId]:
-        return await self._committed().resolve_entity_ids(tenant_id, entity_ids)
-
-    async def upsert(self, tenant_id: TenantId, record: VectorRecord) -> None:
-        async with self._transaction() as view:
-            await view.upsert(tenant_id, record)
-
-    async def upsert_many(self, tenant_id: TenantId, records: Sequence[VectorRecord]) -> None:
-        async with self._transaction() as view:
-            await view.upsert_many(tenant_id, records)
-
-    async def hide_merged(
-        self, tenant_id: TenantId, alias_id: EntityId, canonical_id: EntityId
-    ) -> None:
-        async with self._transaction() as view:
-            await view.hide_merged(tenant_id, alias_id, canonical_id)
-
-    async def unhide(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
-        async with self._transaction() as view:
-            return await view.unhide(tenant_id, alias_id)
-
-    async def delete_by_tenant(self, tenant_id: TenantId) -> ErasureSweep:
-        async with self._transaction() as view:
-            return await view.delete_by_tenant(tenant_id)
+    get = reads(VectorView.get)
+    search = reads(VectorView.search)
+    resolve_entity_ids = reads(VectorView.resolve_entity_ids)
+    upsert = writes(VectorView.upsert)
+    upsert_many = writes(VectorView.upsert_many)
+    hide_merged = writes(VectorView.hide_merged)
+    unhide = writes(VectorView.unhide)
+    delete_by_tenant = writes(VectorView.delete_by_tenant)
 
     # -- ProjectionLedger: the same split ------------------------------------
 
-    async def checkpoint(self, partition: StreamPartition) -> int:
-        return await self._committed().checkpoint(partition)
-
-    async def checkpoints(self) -> dict[tuple[str, int], int]:
-        return await self._committed().checkpoints()
-
-    async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
-        return await self._committed().rebuild_markers(partition)
-
-    async def is_rebuilding(self, tenant_id: TenantId) -> bool:
-        return await self._committed().is_rebuilding(tenant_id)
-
-    async def erasure_tombstone(self, tenant_id: TenantId) -> ErasureTombstone | None:
-        return await self._committed().erasure_tombstone(tenant_id)
-
-    async def applied_event_ids(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId]
-    ) -> set[EventId]:
-        return await self._committed().applied_event_ids(tenant_id, event_ids)
-
-    async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
-        async with self._transaction() as view:
-            await view.advance_checkpoint(partition, offset)
-
-    async def put_rebuild_marker(self, marker: RebuildMarker) -> None:
-        async with self._transaction() as view:
-            await view.put_rebuild_marker(marker)
-
-    async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
-        async with self._transaction() as view:
-            return await view.close_rebuild_marker(tenant_id, partition)
-
-    async def put_erasure_tombstone(self, tombstone: ErasureTombstone) -> None:
-        async with self._transaction() as view:
-            await view.put_erasure_tombstone(tombstone)
-
-    async def record_applied_events(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime
-    ) -> None:
-        async with self._transaction() as view:
-            await view.record_applied_events(tenant_id, event_ids, applied_at)
-
-    async def forget_applied_events(self, tenant_id: TenantId) -> None:
-        async with self._transaction() as view:
-            await view.forget_applied_events(tenant_id)
-
-    async def expire_applied_events(self, older_than: datetime) -> int:
-        async with self._transaction() as view:
-            return await view.expire_applied_events(older_than)
-
-    async def acted_control_events(
-        self, tenant_id: TenantId, event_ids: Iterable[EventId]
-    ) -> dict[EventId, int]:
-        return await self._committed().acted_control_events(tenant_id, event_ids)
-
-    async def record_control_event(
-        self, tenant_id: TenantId, event_id: EventId, offset: int, acted_at: datetime
-    ) -> None:
-        async with self._transaction() as view:
-            await view.record_control_event(tenant_id, event_id, offset, acted_at)
+    checkpoint = reads(VectorView.checkpoint)
+    checkpoints = reads(VectorView.checkpoints)
+    rebuild_markers = reads(VectorView.rebuild_markers)
+    is_rebuilding = reads(VectorView.is_rebuilding)
+    erasure_tombstone = reads(VectorView.erasure_tombstone)
+    applied_event_ids = reads(VectorView.applied_event_ids)
+    advance_checkpoint = writes(VectorView.advance_checkpoint)
+    put_rebuild_marker = writes(VectorView.put_rebuild_marker)
+    close_rebuild_marker = writes(VectorView.close_rebuild_marker)
+    put_erasure_tombstone = writes(VectorView.put_erasure_tombstone)
+    record_applied_events = writes(VectorView.record_applied_events)
+    forget_applied_events = writes(VectorView.forget_applied_events)
+    expire_applied_events = writes(VectorView.expire_applied_events)
+    acted_control_events = reads(VectorView.acted_control_events)
+    record_control_event = writes(VectorView.record_control_event)
 
     # -- lifecycle ---------------------------------------------------------
 
     async def aclose(self) -> None:
         """Nothing to release; the data lives as long as the object."""
+
+
+if TYPE_CHECKING:
+    # mypy proves the store and its units of work conform to the ports.
+    _store: type[ProjectedVectorStore] = InMemoryVectorStore
+    _unit: type[VectorUnitOfWork] = VectorView

@@ -111,20 +111,20 @@ class LockedPartition:
         return params
 
 
-class LedgerOps:
+class Neo4jLedger:
     def __init__(self, runner: Runner) -> None:
         self._runner = runner
-        # Set for the length of a unit of work (``_lock_partition``).
+        # Set for the length of a unit of work (``lock_partition``).
         self._locked: LockedPartition | None = None
 
     def _own(self, partition: StreamPartition) -> LockedPartition | None:
         locked = self._locked
         return locked if locked is not None and locked.holds(partition) else None
 
-    async def _lock_partition(self, partition: StreamPartition) -> None:
+    async def lock_partition(self, partition: StreamPartition) -> None:
         """A unit of work's first statement: lock the partition's checkpoint and
         read it with the partition's rebuild markers. Called by the store on a
-        unit of work's view only; its own view always reads the database."""
+        unit of work's view only; its direct view always reads the database."""
         params = {**partition_params(partition), "token": uuid.uuid4().hex}
         record = (await self._write(q.LOCK_PARTITION, params, "lock the checkpoint"))[0]
         markers = (marker_from(m) for m in record["markers"])
@@ -136,14 +136,14 @@ class LedgerOps:
             {m.tenant_id: m for m in markers},
         )
 
-    async def _write_deferred(self) -> None:
+    async def write_deferred(self) -> None:
         """Write what the unit of work deferred, in one statement: run before
         commit, and before any read the deferred writes would change."""
         params = self._locked.deferred() if self._locked is not None else None
         if params is not None:
             await self._write(q.WRITE_DEFERRED, params, "write the unit of work's ledger")
 
-    def _release_partition(self) -> None:
+    def release_partition(self) -> None:
         """The unit of work has ended: its calls reach the (closed) runner again."""
         self._locked = None
 
@@ -177,7 +177,7 @@ class LedgerOps:
         # Every stored checkpoint is at least NO_CHECKPOINT: no statement needed.
         check_storable(partition, offset)
         if (own := self._own(partition)) is not None:
-            own.advance(partition, offset)  # written by _write_deferred
+            own.advance(partition, offset)  # written by write_deferred
             return
         params = {
             **partition_params(partition),
@@ -189,7 +189,7 @@ class LedgerOps:
         check_advance(partition, record["before"], record["stored_id"], offset)
 
     async def checkpoints(self) -> dict[tuple[str, int], int]:
-        await self._write_deferred()
+        await self.write_deferred()
         records = await self._read(q.CHECKPOINTS, {}, "checkpoints")
         return {(r["topic"], r["partition"]): r["offset"] for r in sorted(records, key=_topic_key)}
 
@@ -267,19 +267,19 @@ class LedgerOps:
         if not ids:
             return
         if self._locked is not None:
-            # Written by _write_deferred, with the checkpoint.
+            # Written by write_deferred, with the checkpoint.
             self._locked.applied.update(((tenant_id, i), _aware(applied_at)) for i in ids)
             return
         params = {"tenant": tenant_id, "ids": ids, "applied_at": _aware(applied_at)}
         await self._write(q.RECORD_APPLIED_EVENTS, params, "record_applied_events")
 
     async def forget_applied_events(self, tenant_id: TenantId) -> None:
-        await self._write_deferred()
+        await self.write_deferred()
         blame = Blame("forget_applied_events", tenant_id)
         await self._delete_in_batches(q.FORGET_APPLIED_EVENTS, {"tenant": tenant_id}, blame)
 
     async def expire_applied_events(self, older_than: datetime) -> int:
-        await self._write_deferred()
+        await self.write_deferred()
         params = {"older_than": _aware(older_than)}
         return await self._delete_in_batches(
             q.EXPIRE_APPLIED_EVENTS, params, Blame("expire_applied_events")

@@ -2,9 +2,10 @@
 
 Open it with ``await Neo4jGraphStore.open(uri, user, password)``, which checks
 connectivity and bootstraps the schema. Direct calls each run as their own
-managed transaction; ``unit_of_work(partition)`` is one explicit transaction
-that starts by write-locking the partition's checkpoint node, so two units of
-work on a partition (a zombie worker and its successor) run one after the other
+managed transaction, on the store's one view over a managed runner;
+``unit_of_work(partition)`` is one explicit transaction that starts by
+write-locking the partition's checkpoint node, so two units of work on a
+partition (a zombie worker and its successor) run one after the other
 and the checkpoint is compared and advanced under that lock. The same first
 statement reads the partition's checkpoint and rebuild markers, which the unit
 of work then serves from memory; its checkpoint advance and applied event ids
@@ -14,26 +15,30 @@ are written by one statement just before commit (ADR 0004).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from neo4j import AsyncDriver, AsyncGraphDatabase, NotificationMinimumSeverity
 from neo4j.exceptions import DriverError, Neo4jError
 
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
+from adapters.direct_calls import reads, writes
 from adapters.neo4j.runner import Blame, ManagedRunner, TransactionRunner, translate
 from adapters.neo4j.schema import bootstrap
 from adapters.neo4j.view import Neo4jGraphView
 from contracts.domain import StreamPartition
+from contracts.ports.lifecycle import ClosingContext
 
 if TYPE_CHECKING:
     from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
 
 DEFAULT_DATABASE = "neo4j"
 
+T = TypeVar("T")
 
-class Neo4jGraphStore(Neo4jGraphView):
+
+class Neo4jGraphStore(ClosingContext):
     """The store over a driver. ``owns_driver``: close the driver on ``aclose``."""
 
     def __init__(
@@ -44,12 +49,14 @@ class Neo4jGraphStore(Neo4jGraphView):
         owns_driver: bool = True,
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
     ) -> None:
-        self.max_alias_depth = max_alias_depth
         # Tasks inside a unit of work: a direct write from one would wait on
         # locks its own transaction holds.
         self._holders: set[asyncio.Task[Any]] = set()
         self._managed = ManagedRunner(driver, database, self._holders)
-        super().__init__(self._managed)
+        # Each of its statements is a transaction of its own, so one view
+        # serves every direct call.
+        self._direct = Neo4jGraphView(self._managed)
+        self._direct.max_alias_depth = max_alias_depth
         self._driver = driver
         self._database = database
         self._owns_driver = owns_driver
@@ -127,6 +134,19 @@ class Neo4jGraphStore(Neo4jGraphView):
             raise
         return cls(driver, database, max_alias_depth=max_alias_depth)
 
+    @property
+    def max_alias_depth(self) -> int:
+        """Alias hops from any id to its canonical (adapters.alias_depth)."""
+        return self._direct.max_alias_depth
+
+    async def _direct_read(self, name: str, call: Callable[[Neo4jGraphView], Awaitable[T]]) -> T:
+        return await call(self._direct)
+
+    async def _direct_write(self, name: str, call: Callable[[Neo4jGraphView], Awaitable[T]]) -> T:
+        # The managed runner refuses a write from inside this task's own unit
+        # of work, and the driver retries transient failures.
+        return await call(self._direct)
+
     @asynccontextmanager
     async def unit_of_work(self, partition: StreamPartition) -> AsyncIterator[GraphUnitOfWork]:
         self._managed.check_open()
@@ -147,21 +167,60 @@ class Neo4jGraphStore(Neo4jGraphView):
                 uow = Neo4jGraphView(runner)
                 uow.max_alias_depth = self.max_alias_depth
                 try:
-                    await uow._lock_partition(partition)
+                    await uow.lock_partition(partition)
                     yield uow
-                    await uow._write_deferred()
+                    await uow.write_deferred()
                     await runner.commit()
                 except BaseException:
                     await runner.rollback()
                     raise
                 finally:
-                    uow._release_partition()
+                    uow.release_partition()
         finally:
             self._holders.discard(task)
 
     async def aclose(self) -> None:
         if self._managed.close() and self._owns_driver:
             await self._driver.close()
+
+    # -- GraphStore: direct calls -----------------------------------------------
+
+    get_entity = reads(Neo4jGraphView.get_entity)
+    get_entities = reads(Neo4jGraphView.get_entities)
+    find_entities = reads(Neo4jGraphView.find_entities)
+    find_by_blocking_key = reads(Neo4jGraphView.find_by_blocking_key)
+    find_by_blocking_keys = reads(Neo4jGraphView.find_by_blocking_keys)
+    upsert_entity = writes(Neo4jGraphView.upsert_entity)
+    upsert_entities = writes(Neo4jGraphView.upsert_entities)
+    upsert_alias = writes(Neo4jGraphView.upsert_alias)
+    remove_alias = writes(Neo4jGraphView.remove_alias)
+    find_aliases = reads(Neo4jGraphView.find_aliases)
+    resolve_entity_ids = reads(Neo4jGraphView.resolve_entity_ids)
+    upsert_relationships = writes(Neo4jGraphView.upsert_relationships)
+    delete_relationships = writes(Neo4jGraphView.delete_relationships)
+    get_relationship = reads(Neo4jGraphView.get_relationship)
+    get_relationships = reads(Neo4jGraphView.get_relationships)
+    get_relationships_for = reads(Neo4jGraphView.get_relationships_for)
+    neighbors = reads(Neo4jGraphView.neighbors)
+    delete_by_tenant = writes(Neo4jGraphView.delete_by_tenant)
+
+    # -- ProjectionLedger: direct calls -------------------------------------------
+
+    checkpoint = reads(Neo4jGraphView.checkpoint)
+    advance_checkpoint = writes(Neo4jGraphView.advance_checkpoint)
+    checkpoints = reads(Neo4jGraphView.checkpoints)
+    rebuild_markers = reads(Neo4jGraphView.rebuild_markers)
+    put_rebuild_marker = writes(Neo4jGraphView.put_rebuild_marker)
+    close_rebuild_marker = writes(Neo4jGraphView.close_rebuild_marker)
+    is_rebuilding = reads(Neo4jGraphView.is_rebuilding)
+    erasure_tombstone = reads(Neo4jGraphView.erasure_tombstone)
+    put_erasure_tombstone = writes(Neo4jGraphView.put_erasure_tombstone)
+    applied_event_ids = reads(Neo4jGraphView.applied_event_ids)
+    record_applied_events = writes(Neo4jGraphView.record_applied_events)
+    forget_applied_events = writes(Neo4jGraphView.forget_applied_events)
+    expire_applied_events = writes(Neo4jGraphView.expire_applied_events)
+    acted_control_events = reads(Neo4jGraphView.acted_control_events)
+    record_control_event = writes(Neo4jGraphView.record_control_event)
 
 
 if TYPE_CHECKING:

@@ -1,7 +1,8 @@
 """GraphStore and ProjectionLedger on Neo4j, written once against a ``Runner``.
 
-``Neo4jGraphStore`` is this class over a managed runner (each statement its own
-transaction); a unit of work is this class over the open transaction. Every
+``Neo4jGraphStore`` runs its direct calls on this class over a managed runner
+(each statement its own transaction); a unit of work is this class over the
+open transaction. Every
 method is one statement (the batched deletes repeat one), so a direct call is
 atomic and a unit of work costs at most one round trip per call whatever the
 number of rows; inside a unit of work, the ledger calls on its own partition
@@ -23,7 +24,7 @@ from typing import Any
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_resolved_depth
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.neo4j import cypher as q
-from adapters.neo4j.ledger import LedgerOps
+from adapters.neo4j.ledger import Neo4jLedger
 from adapters.neo4j.rows import (
     alias_from,
     edge_rows,
@@ -63,7 +64,7 @@ def _scoped(tenant_id: TenantId, method: str) -> Iterator[Partition]:
         yield Partition.current(where=f"neo4j.graph.{method}")
 
 
-class Neo4jGraphView(LedgerOps, ClosingContext):
+class Neo4jGraphView(Neo4jLedger, ClosingContext):
     #: Alias hops from any id to its canonical (adapters.alias_depth); the
     #: store sets it, and gives its units of work the same.
     max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH

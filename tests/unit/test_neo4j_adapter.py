@@ -18,7 +18,7 @@ from neo4j.exceptions import (
 )
 
 from adapters.neo4j import ledger_cypher as q
-from adapters.neo4j.ledger import LedgerOps
+from adapters.neo4j.ledger import Neo4jLedger
 from adapters.neo4j.rows import (
     decode_properties,
     edge_rows,
@@ -156,10 +156,10 @@ class _Recorder:
         return []
 
 
-async def _locked() -> tuple[_Recorder, LedgerOps]:
+async def _locked() -> tuple[_Recorder, Neo4jLedger]:
     runner = _Recorder()
-    ledger = LedgerOps(runner)
-    await ledger._lock_partition(P)
+    ledger = Neo4jLedger(runner)
+    await ledger.lock_partition(P)
     return runner, ledger
 
 
@@ -180,7 +180,7 @@ async def test_a_unit_of_work_reads_and_writes_its_partitions_ledger_in_two_stat
     assert [query for query, _ in runner.statements] == [q.LOCK_PARTITION, q.APPLIED_EVENT_IDS]
     assert runner.statements[-1][1]["ids"] == ["d"]
 
-    await ledger._write_deferred()
+    await ledger.write_deferred()
     query, params = runner.statements[-1]
     assert query == q.WRITE_DEFERRED
     assert (params["offset"], params["topic_id"]) == (5, P.topic_id)
@@ -190,10 +190,10 @@ async def test_a_unit_of_work_reads_and_writes_its_partitions_ledger_in_two_stat
         {"tenant": T, "applied_at": now, "ids": ["a"]},
         {"tenant": T, "applied_at": later, "ids": ["b", "c"]},
     ]
-    await ledger._write_deferred()  # nothing is left to write
+    await ledger.write_deferred()  # nothing is left to write
     assert len(runner.statements) == 3
 
-    ledger._release_partition()  # the unit of work ended: calls reach the runner
+    ledger.release_partition()  # the unit of work ended: calls reach the runner
     await ledger.checkpoint(P)
     assert runner.statements[-1][0] == q.READ_CHECKPOINT
 
@@ -207,7 +207,7 @@ async def test_a_unit_of_work_refuses_a_bad_advance_at_the_call_and_defers_nothi
     with pytest.raises(TopicRecreatedError):
         await ledger.checkpoint(StreamPartition(P.topic, P.partition, "topic-2"))
     await ledger.advance_checkpoint(P, 3)  # equal: nothing changes
-    await ledger._write_deferred()
+    await ledger.write_deferred()
     assert [query for query, _ in runner.statements] == [q.LOCK_PARTITION]
 
 

@@ -66,6 +66,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from bench.workload import DIMENSION, SIZES, Planned, Size, Workload, generate, render, tenant_names
+from streams.kafka.config import librdkafka_config
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -253,7 +254,7 @@ class Bench:
         from neo4j import AsyncGraphDatabase, NotificationMinimumSeverity
         from pgvector.asyncpg import register_vector
 
-        from streams.stores import open_stores
+        from streams.wiring import open_stores
 
         s = self.settings
         self.driver = AsyncGraphDatabase.driver(
@@ -277,7 +278,7 @@ class Bench:
         await stores.aclose()
 
     async def cleanup(self) -> None:
-        from streams.topics import admin_client
+        from streams.kafka.topics import admin_client
 
         if self.driver is not None:
             statements = [
@@ -326,8 +327,8 @@ class Bench:
 
     async def publish(self, label: str, workload: Workload) -> tuple[str, list[str]]:
         """A fresh topic holding the workload under this label's tenants."""
-        from streams.kafka_producer import AsyncProducer
-        from streams.topics import create_topics, describe_topic
+        from streams.kafka.producer import AsyncProducer
+        from streams.kafka.topics import create_topics, describe_topic
 
         topic = f"{self.prefix}{label}"
         settings = self.topic_settings(topic)
@@ -351,7 +352,7 @@ class Bench:
         return topic, tenants
 
     def highs(self, topic: str) -> dict[int, int]:
-        from streams.topics import describe_topic
+        from streams.kafka.topics import describe_topic
 
         info = describe_topic(self.topic_settings(topic))
         return {p.partition: p.high for p in info.partitions}
@@ -511,7 +512,7 @@ class Bench:
             group = f"{self.prefix}r{rnd}-kafka"
             consumer = Consumer(
                 {
-                    **self.settings.kafka_client_config(),
+                    **librdkafka_config(self.settings),
                     "group.id": group,
                     "enable.auto.commit": False,
                     "auto.offset.reset": "earliest",
@@ -713,7 +714,7 @@ class Bench:
                 start_new_session=True,
                 cwd=self.results,
             )
-        watcher = Consumer({**self.settings.kafka_client_config(), "group.id": group})
+        watcher = Consumer({**librdkafka_config(self.settings), "group.id": group})
         parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         samples: list[tuple[float, int]] = []
         started = time.time()
@@ -755,7 +756,7 @@ class Bench:
     async def latency(
         self, topic: str, tenants: list[str], rate: float, seconds: float
     ) -> dict[str, float]:
-        from streams.kafka_producer import AsyncProducer
+        from streams.kafka.producer import AsyncProducer
 
         count = max(10, int(rate * seconds))
         events = generate(self.seed + 1, len(tenants), count).events
@@ -815,9 +816,9 @@ class Bench:
 
         from contracts.domain import StreamPartition
         from contracts.ids import TenantId
-        from streams.replay import publish_control
-        from streams.stores import open_stores
-        from streams.topics import describe_topic
+        from streams.kafka.topics import describe_topic
+        from streams.ops.replay import publish_control
+        from streams.wiring import open_stores
 
         workload = generate(self.seed + 2, 1, self.size.replay_events)
         topic, tenants = await self.publish("replay", workload)

@@ -72,7 +72,7 @@ def max_event(tenant: str, index: int, entities: int) -> bytes:
 
 
 class Consumer:
-    """streams.loop.Consumer for one partition that is always assigned."""
+    """streams.worker.loop.Consumer for one partition that is always assigned."""
 
     def __init__(self) -> None:
         self.committed: dict[int, int] = {}
@@ -116,12 +116,12 @@ async def side(previous: bool, events: int, entities: int) -> dict[str, Any]:
 
     from projections.graph import GraphProjection
     from projections.vector import VectorProjection
-    from streams.bounds import UNBOUNDED
-    from streams.loop import WorkerLoop
-    from streams.metrics import Metrics
-    from streams.projector import Projector, RawRecord
     from streams.settings import Settings
-    from streams.stores import open_stores
+    from streams.wiring import open_stores
+    from streams.worker.bounds import UNBOUNDED, batch_bounds
+    from streams.worker.loop import WorkerLoop
+    from streams.worker.metrics import Metrics
+    from streams.worker.projector import Projector, RawRecord
 
     schema = f"rss_{uuid.uuid4().hex[:10]}"
     settings = Settings(pg_schema=schema)
@@ -144,7 +144,7 @@ async def side(previous: bool, events: int, entities: int) -> dict[str, Any]:
         )
         consumer = Consumer()
         loop = WorkerLoop(
-            projector, consumer, bounds=UNBOUNDED if previous else settings.batch_bounds()
+            projector, consumer, bounds=UNBOUNDED if previous else batch_bounds(settings)
         )
         # The consumer's batch in hand: every value, as Faust holds them.
         values = [max_event(tenant, i, entities) for i in range(events)]
@@ -237,10 +237,10 @@ async def worker_side(
     from contracts.domain import StreamPartition
     from contracts.ids import TenantId
     from projections.admission import next_needed_offset
-    from streams.kafka_producer import AsyncProducer
+    from streams.kafka.producer import AsyncProducer
+    from streams.kafka.topics import admin_client, create_topics, describe_topic
     from streams.settings import Settings
-    from streams.stores import open_stores
-    from streams.topics import admin_client, create_topics, describe_topic
+    from streams.wiring import open_stores
 
     run = uuid.uuid4().hex[:10]
     topic = f"rss-worker-{run}"

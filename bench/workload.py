@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from streams.partitioning import partition_for
+from streams.kafka.partitioning import partition_for
 
 DIMENSION = 384
 PLACEHOLDER = b"__TENANT__"

@@ -1,7 +1,7 @@
 """Configuration from ``REDSTRING_*`` environment variables (docs/design.md 7).
 
 Kafka's security settings (TLS, SASL) map to every client through
-streams.kafka_config, and any other librdkafka property passes through as
+streams.kafka.config, and any other librdkafka property passes through as
 ``REDSTRING_KAFKA__<property>``. Secrets are ``SecretStr`` so they never appear
 in logs or reprs. ``check_environment`` refuses a ``REDSTRING_*`` variable that
 names no setting (a misspelling would otherwise be ignored).
@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,9 +28,6 @@ from contracts.limits import (
     EventLimits,
 )
 from contracts.signing import DEFAULT_KEY_ID, ControlKeys
-
-if TYPE_CHECKING:
-    from streams.bounds import BatchBounds
 
 
 class Settings(BaseSettings):
@@ -205,16 +201,6 @@ class Settings(BaseSettings):
     def dlq_topic(self) -> str:
         return f"{self.topic}.dlq"
 
-    def batch_bounds(self) -> BatchBounds:
-        """How the loop cuts a batch into sub-batches (streams.bounds)."""
-        from streams.bounds import BatchBounds
-
-        return BatchBounds(
-            max_records=self.batch_size,
-            max_bytes=self.batch_max_bytes,
-            max_entities=self.batch_max_entities,
-        )
-
     def queue_records(self) -> int:
         """Records the consumer may queue ahead of the batch being gathered: as
         many maximum-size events as fit in REDSTRING_READ_AHEAD_BYTES."""
@@ -252,13 +238,6 @@ class Settings(BaseSettings):
     @property
     def control_max_age(self) -> timedelta:
         return timedelta(seconds=self.control_max_age_s)
-
-    def kafka_client_config(self) -> dict[str, Any]:
-        """librdkafka (confluent-kafka) settings shared by every client
-        (streams.kafka_config.client_configs)."""
-        from streams.kafka_config import client_configs
-
-        return client_configs(self).librdkafka
 
 
 #: REDSTRING_* variables that are not settings: the local stack's, the test

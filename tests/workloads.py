@@ -54,7 +54,7 @@ from contracts.events import (
     event_to_json,
     parse_event_dict,
 )
-from streams.partitioning import partition_for
+from streams.kafka.partitioning import partition_for
 from tests.scenarios import generators
 from tests.scenarios.harness import oracle_refused_offsets
 from tests.scenarios.histories import CONTROL_KEY, TOPIC_ID, LogBuilder, Record, Rel, Scenario

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from streams.kafka.topics import admin_client, create_topics, describe_topic
 from streams.settings import Settings
-from streams.stores import Stores, open_stores
-from streams.topics import admin_client, create_topics, describe_topic
+from streams.wiring import Stores, open_stores
 from tests.e2e.workers import WorkerProcess, caught_up
 
 SESSION = uuid.uuid4().hex[:6]

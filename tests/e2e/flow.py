@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from contracts.domain import Position
 from streams.settings import Settings
-from streams.stores import Stores
+from streams.wiring import Stores
 from tests.e2e.histories import publish
 from tests.e2e.workers import WorkerProcess, store_positions
 from tests.scenarios.histories import Record

@@ -25,10 +25,10 @@ from contracts.domain import Position
 from contracts.events import Event, event_headers, event_to_json, parse_event_dict
 from contracts.ids import EntityId, TenantId
 from projections.snapshot import snapshot
-from streams.kafka_producer import AsyncProducer
-from streams.producer import Publisher
+from streams.kafka.producer import AsyncProducer
+from streams.sdk.publisher import Publisher
 from streams.settings import Settings
-from streams.stores import Stores
+from streams.wiring import Stores
 from tests.scenarios.harness import describe_difference, universe
 from tests.scenarios.histories import LogBuilder, Record
 from tests.scenarios.oracle import Oracle, resolve

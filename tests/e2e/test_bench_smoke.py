@@ -17,7 +17,7 @@ import pytest
 
 from bench.workload import generate, render, tenant_names
 from contracts.events import DocumentExtractedEvent, parse_event
-from streams.partitioning import partition_for
+from streams.kafka.partitioning import partition_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -36,11 +36,11 @@ import pytest
 
 from contracts.ids import EntityId, TenantId
 from projections.snapshot import snapshot
-from streams.dlq import read_letters
-from streams.kafka_producer import AsyncProducer
-from streams.projected import tenant_universe
+from streams.kafka.dead_letters import read_letters
+from streams.kafka.producer import AsyncProducer
+from streams.ops.export import tenant_universe
 from streams.settings import Settings
-from streams.stores import Stores
+from streams.wiring import Stores
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import progress, wait_for_progress
 from tests.e2e.workers import WorkerProcess, high_watermarks, store_positions

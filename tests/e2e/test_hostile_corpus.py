@@ -51,12 +51,13 @@ from contracts.domain import StreamPartition
 from contracts.errors import RedstringError
 from contracts.events import event_to_json, make_event, parse_event
 from contracts.ids import TENANT_ID_PATTERN, TenantId
-from streams.dlq import StoredLetter, read_letters
-from streams.partitioning import partition_for
-from streams.projected import export_tenant
+from streams.kafka.config import librdkafka_config
+from streams.kafka.dead_letters import StoredLetter, read_letters
+from streams.kafka.partitioning import partition_for
+from streams.kafka.topics import admin_client
+from streams.ops.export import export_tenant
 from streams.settings import Settings
-from streams.stores import Stores
-from streams.topics import admin_client
+from streams.wiring import Stores
 from tests.data import hostile
 from tests.data.hostile import HostileCase, load_cases
 from tests.e2e.conftest import Deployment
@@ -156,7 +157,7 @@ def _publish(
     Kafka timestamp (ms). Their (partition, offset), in order."""
     producer = Producer(
         {
-            **settings.kafka_client_config(),
+            **librdkafka_config(settings),
             "partitioner": "murmur2_random",
             "enable.idempotence": True,
             "compression.type": "lz4",

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from devstack.tls import ensure
-from streams.dlq import read_letters
-from streams.oauth import unsecured_jwt
-from streams.stores import Stores, open_stores
+from streams.kafka.dead_letters import read_letters
+from streams.kafka.oauth import unsecured_jwt
+from streams.wiring import Stores, open_stores
 from tests.e2e.conftest import Deployment, deployed
 from tests.e2e.histories import assert_matches_oracle, generate, publish
 from tests.e2e.workers import ROOT
@@ -164,7 +164,7 @@ async def test_the_workers_client_connects_with_every_protocol_and_mechanism(
     from aiokafka import AIOKafkaConsumer
     from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
-    from streams.kafka_config import client_configs, faust_credentials
+    from streams.kafka.config import client_configs, faust_credentials
     from tests.e2e.conftest import settings_for
 
     port = {

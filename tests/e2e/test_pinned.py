@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from streams.dlq import read_letters
-from streams.stores import open_stores
+from streams.kafka.dead_letters import read_letters
+from streams.wiring import open_stores
 from tests.e2e.conftest import CONTROL_KEY, Deployment, deployed
 from tests.e2e.histories import publish, rename, store_states
 from tests.e2e.workers import caught_up, parse_metrics

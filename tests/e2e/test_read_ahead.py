@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from streams.stores import Stores
+from streams.wiring import Stores
 from tests.e2e.conftest import Deployment
 from tests.e2e.histories import assert_matches_oracle, publish
 from tests.scenarios.histories import LogBuilder

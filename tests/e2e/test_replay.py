@@ -18,11 +18,11 @@ from contracts import signing
 from contracts.domain import StreamPartition
 from contracts.events import make_event, parse_event_dict
 from contracts.ids import EntityId, EventId, TenantId
-from streams.dlq import read_letters
-from streams.partitioning import partition_for
-from streams.producer import Publisher
-from streams.replay import group_members, publish_control
-from streams.stores import Stores, open_stores
+from streams.kafka.dead_letters import read_letters
+from streams.kafka.partitioning import partition_for
+from streams.ops.replay import group_members, publish_control
+from streams.sdk.publisher import Publisher
+from streams.wiring import Stores, open_stores
 from tests.e2e.conftest import CONTROL_KEY, PARTITIONS, PG_SCHEMA, Deployment, wipe_neo4j
 from tests.e2e.flow import Flow
 from tests.e2e.histories import assert_matches_oracle, generate, publish, rename, store_states

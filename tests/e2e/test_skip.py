@@ -13,10 +13,10 @@ import pytest
 
 from contracts.events import SCHEMA_VERSION, event_to_json
 from contracts.ids import EntityId, TenantId
-from streams.dlq import read_letters
-from streams.kafka_producer import AsyncProducer
-from streams.partitioning import partition_for
-from streams.stores import Stores
+from streams.kafka.dead_letters import read_letters
+from streams.kafka.partitioning import partition_for
+from streams.kafka.producer import AsyncProducer
+from streams.wiring import Stores
 from tests.e2e.conftest import Deployment
 from tests.e2e.workers import WorkerProcess, store_positions
 from tests.unit.streams.test_projector import doc

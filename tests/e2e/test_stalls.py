@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from streams.stores import Stores
+from streams.wiring import Stores
 from tests.e2e.conftest import Deployment, wipe_neo4j
 from tests.e2e.histories import assert_matches_oracle, generate, publish
 from tests.e2e.workers import store_positions

@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import Producer
 
 from contracts.events import event_headers, event_to_json
-from streams.stores import Stores
+from streams.kafka.config import librdkafka_config
+from streams.wiring import Stores
 from tests.e2e.conftest import Deployment
 from tests.e2e.histories import assert_matches_oracle, generate
 from tests.e2e.workers import high_watermarks
@@ -31,7 +32,7 @@ def _publish_in_transactions(
     offset after its last record (the log end counts the last commit marker too)."""
     producer = Producer(
         {
-            **deployment.settings.kafka_client_config(),
+            **librdkafka_config(deployment.settings),
             "transactional.id": f"e2e-tx-{uuid.uuid4().hex[:8]}",
             "partitioner": "murmur2_random",
         }

@@ -21,10 +21,10 @@ import pytest
 from contracts import signing
 from contracts.events import event_to_json, make_event
 from contracts.ids import TenantId
-from streams.dlq import read_letters
-from streams.kafka_producer import AsyncProducer
-from streams.partitioning import partition_for
-from streams.stores import Stores
+from streams.kafka.dead_letters import read_letters
+from streams.kafka.partitioning import partition_for
+from streams.kafka.producer import AsyncProducer
+from streams.wiring import Stores
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import Counters, Flow, progress, wait_for_progress
 from tests.e2e.histories import assert_matches_oracle, generate, publish
@@ -284,7 +284,7 @@ async def test_store_restarted_mid_run(
     retries (its retry counter rises and /readyz says why while it waits),
     loses nothing and dead-letters nothing; the state equals the oracle."""
     from devstack import stack
-    from streams.stores import open_stores
+    from streams.wiring import open_stores
 
     _local_stack(e2e_env, service)
     records = generate(deployment.tenant(service), _tenants(deployment, 4), 500, seed=5)

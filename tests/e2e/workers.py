@@ -31,8 +31,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from contracts.domain import StreamPartition
 from projections.admission import next_needed_offset
+from streams.kafka.config import librdkafka_config
 from streams.settings import Settings
-from streams.stores import Stores
+from streams.wiring import Stores
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -187,7 +188,7 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def high_watermarks(settings: Settings, partitions: int) -> dict[int, int]:
-    consumer = Consumer({**settings.kafka_client_config(), "group.id": "redstring-e2e-watch"})
+    consumer = Consumer({**librdkafka_config(settings), "group.id": "redstring-e2e-watch"})
     try:
         return {
             p: int(consumer.get_watermark_offsets(TopicPartition(settings.topic, p), timeout=10)[1])

@@ -1,5 +1,5 @@
 """A simulated Faust consumer (faust-streaming 0.15.3 over aiokafka 0.14),
-implementing ``streams.loop.Consumer`` and faithful to the parts that bit in
+implementing ``streams.worker.loop.Consumer`` and faithful to the parts that bit in
 issue 14:
 
 - ``fetch`` is one ``getmany``: records from the fetch positions of the active
@@ -33,7 +33,7 @@ from collections import Counter, deque
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from streams.projector import RawRecord
+from streams.worker.projector import RawRecord
 from tests.simulation.faults import FaultWire
 from tests.simulation.kafka import SimKafka
 
@@ -80,7 +80,7 @@ class SimFaustConsumer:
         self.lose_next_seek = False
         self.lose_next_record = False
 
-    # -- streams.loop.Consumer ----------------------------------------------------
+    # -- streams.worker.loop.Consumer ----------------------------------------------------
 
     def assigned(self) -> set[int]:
         return set(self._assigned)

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from streams.projector import DeadLetter
+from streams.worker.projector import DeadLetter
 from tests.scenarios.harness import CrashingStore, Tripwire
 
 

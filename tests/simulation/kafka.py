@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from streams.projector import RawRecord
+from streams.worker.projector import RawRecord
 
 
 @dataclass

@@ -29,10 +29,10 @@ from contracts.domain import StreamPartition
 from projections.admission import next_needed_offset
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
-from streams.bounds import BatchBounds
-from streams.loop import WorkerLoop
-from streams.metrics import Metrics
-from streams.projector import Projector
+from streams.worker.bounds import BatchBounds
+from streams.worker.loop import WorkerLoop
+from streams.worker.metrics import Metrics
+from streams.worker.projector import Projector
 from tests.scenarios.harness import Stores, describe_difference, folded_states
 from tests.simulation.consumer import SimFaustConsumer
 from tests.simulation.faults import (
@@ -142,7 +142,7 @@ class Member:
             stall_after=sim.knobs.stall_after,
             clock=sim.clock,
             # Small sub-batches: each consumer batch is handed to the projector
-            # in several, one after the other (streams.bounds).
+            # in several, one after the other (streams.worker.bounds).
             bounds=SIM_BOUNDS,
         )
         self.batch: asyncio.Task[None] | None = None

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-import streams.projector as projector_module
-from streams.loop import WorkerLoop
-from streams.projector import RawRecord
+import streams.worker.projector as projector_module
+from streams.worker.loop import WorkerLoop
+from streams.worker.projector import RawRecord
 from tests.simulation.runner import WEIGHTS, Knobs, SimulationFailure, simulate
 from tests.workloads import workload_from_seed
 

@@ -22,9 +22,9 @@ from projections.driver import drive
 from projections.graph import GraphProjection
 from projections.records import LogRecord
 from projections.vector import VectorProjection
-from streams.bounds import BatchBounds, ReadAhead, entity_bound, handle_bounded, sub_batches
-from streams.decode import decode
-from streams.projector import Decision, RawRecord
+from streams.worker.bounds import BatchBounds, ReadAhead, entity_bound, handle_bounded, sub_batches
+from streams.worker.decode import decode
+from streams.worker.projector import Decision, RawRecord
 
 PART = StreamPartition("events", 0, "topic-id")
 
@@ -267,7 +267,7 @@ def test_the_fold_command_applies_the_caps_the_settings_give(
     not the built-in defaults: the dry run refuses what the workers would."""
     from click.testing import CliRunner
 
-    from streams.fold_cli import fold_command
+    from streams.cli.fold import fold_command
 
     events = tmp_path / "events.jsonl"
     lines = [document(3)] + [merge("acme", f"n{i}", f"n{i + 1}") for i in range(3)]

@@ -34,7 +34,7 @@ from contracts.events import (
 )
 from contracts.ids import EntityId, TenantId
 from projections.vector import vector_metadata
-from streams.decode import Decoded, decode
+from streams.worker.decode import Decoded, decode
 
 CONTROL_KEY = b"totality"
 

@@ -202,6 +202,6 @@ def test_demo_profile_publishes_the_demo_history(compose: dict[str, Any]) -> Non
     command = demo["command"]
     assert command[0] == "publish"
     # The image keeps the source tree in /app (Dockerfile: WORKDIR /app, COPY streams).
-    assert command[1] == "/app/streams/demo_history.jsonl"
-    assert (ROOT / "streams" / "demo_history.jsonl").is_file()
+    assert command[1] == "/app/streams/ops/demo_history.jsonl"
+    assert (ROOT / "streams" / "ops" / "demo_history.jsonl").is_file()
     assert demo["depends_on"] == {"topics": {"condition": "service_completed_successfully"}}

@@ -27,8 +27,8 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
 
 from contracts.ids import TENANT_ID_PATTERN
-from streams import kafka_config
-from streams.kafka_config import FIRST_CLASS, MECHANISMS, PROTOCOLS, client_configs, property_name
+from streams.kafka import config as kafka_config
+from streams.kafka.config import FIRST_CLASS, MECHANISMS, PROTOCOLS, client_configs, property_name
 from streams.settings import Settings, check_environment
 
 HELM_MODULE = "helm.sh/helm/v3/cmd/helm"
@@ -735,7 +735,7 @@ def test_the_chart_s_kafka_settings_are_what_the_clients_accept(
     variant: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker's start check passes the rendered settings as a pod sees them,
-    and streams.kafka_config.client_configs takes them (the secrets' values stand
+    and streams.kafka.config.client_configs takes them (the secrets' values stand
     in; the TLS files do not exist here, so the worker's SSL context is not built)."""
     all_on, sets = VARIANTS[variant]
     docs = render(*sets, all_on=all_on)

@@ -8,12 +8,11 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-import click
 import pytest
 
 from contracts.errors import SchemaVersionTooNewError
-from streams.decode import decode
-from streams.fold_cli import fold_lines
+from streams.ops.dry_run import DryRunRefused, fold_lines
+from streams.worker.decode import decode
 from tests.data.hostile import (
     CONTROL_KEYS,
     MAX_AGE,
@@ -66,8 +65,8 @@ def through_fold(case: HostileCase) -> tuple[str, Any]:
                 max_age=MAX_AGE,
             )
         )
-    except click.ClickException as exc:
-        return "pause", exc.message
+    except DryRunRefused as exc:
+        return "pause", str(exc)
     if result.dead_letters:
         assert [offset for offset, _ in result.dead_letters] == [0]
         return "dead_letter", result.dead_letters[0][1]

@@ -22,9 +22,9 @@ import pytest
 
 from adapters.neo4j import Neo4jGraphStore
 from adapters.pgvector import PgVectorStore
-from streams.producer import Publisher
-from streams.projected import wait_until_projected
-from streams.stores import make_embedder, open_stores
+from streams.sdk.publisher import Publisher
+from streams.sdk.read_your_writes import wait_until_projected
+from streams.wiring import make_embedder, open_stores
 
 #: (name, the object whose docstring documents it, the callable whose
 #: signature it documents). A class documents its ``__init__``.

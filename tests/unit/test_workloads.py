@@ -10,8 +10,8 @@ from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
 
-from streams.decode import decode
-from streams.partitioning import partition_for
+from streams.kafka.partitioning import partition_for
+from streams.worker.decode import decode
 from tests.scenarios.harness import run_mode
 from tests.workloads import DUPLICATIONS, POISONS, Workload, workload_from_seed, workloads
 

@@ -153,7 +153,7 @@ REDSTRING_CONTROL_KEY_ID: {{ .Values.projection.controlKeyId | quote }}
 {{- end }}
 
 {{/*
-Kafka's settings, as streams/kafka_config.py judges them at a worker's start
+Kafka's settings, as streams/kafka/config.py judges them at a worker's start
 (refused here, at install, rather than in a crash loop), and the pass-through
 properties: none that has its own value (FIRST_CLASS there), no secret in the
 ConfigMap.

@@ -14,7 +14,7 @@ in, so that a change of outcome shows in review). A line:
     as they are.
 ``expect``
     ``dead_letter``: dead-lettered with a reason containing ``reason``, by
-    ``stage`` (``decode``: ``streams.decode.decode``; ``fold``: decoded, then
+    ``stage`` (``decode``: ``streams.worker.decode.decode``; ``fold``: decoded, then
     refused by the stores' folds); ``applied``: applied, after which the
     tenant ``tenant`` holds exactly the graph entities ``entities`` (each
     case starts from empty stores); ``pause``: the partition pauses

@@ -15,7 +15,7 @@ from typing import Any
 from contracts import signing
 from contracts.events import event_to_dict, parse_event_dict
 from contracts.signing import ControlKeys
-from streams.partitioning import partition_for
+from streams.kafka.partitioning import partition_for
 from tests.data.hostile import (
     CONTROL_KEY,
     CONTROL_KEYS,

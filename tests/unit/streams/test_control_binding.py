@@ -18,11 +18,11 @@ from contracts.ids import EntityId, TenantId
 from contracts.signing import DEFAULT_KEY_ID, ControlKeys
 from projections.graph import GraphProjection
 from projections.records import LogRecord
-from streams.decode import decode
-from streams.fold_cli import fold_lines
-from streams.partitioning import partition_for
-from streams.projector import RawRecord
+from streams.kafka.partitioning import partition_for
+from streams.ops.dry_run import fold_lines
 from streams.settings import Settings
+from streams.worker.decode import decode
+from streams.worker.projector import RawRecord
 from tests.scenarios.oracle import Oracle
 from tests.unit.streams.test_projector import ListSink, doc, projector, raw
 

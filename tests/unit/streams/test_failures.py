@@ -31,8 +31,8 @@ from contracts.events import Event, event_to_json, make_event
 from contracts.ids import EntityId, EventId, TenantId
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
-from streams.metrics import Metrics
-from streams.projector import DeadLetter, Decision, Projector, RawRecord
+from streams.worker.metrics import Metrics
+from streams.worker.projector import DeadLetter, Decision, Projector, RawRecord
 from tests.data import hostile
 from tests.data.hostile import CONTROL_KEY, HostileCase, load_cases
 

@@ -16,7 +16,7 @@ import pytest
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
 from devstack.tls import TlsFiles, ensure
-from streams.kafka_config import (
+from streams.kafka.config import (
     MECHANISMS,
     PROTOCOLS,
     KafkaConfigError,
@@ -24,7 +24,7 @@ from streams.kafka_config import (
     faust_credentials,
     property_name,
 )
-from streams.oauth import OidcTokenProvider
+from streams.kafka.oauth import OidcTokenProvider
 from streams.settings import Settings, UnknownSettingError, check_environment
 
 Certs = TlsFiles
@@ -245,7 +245,7 @@ def test_a_misspelt_variable_is_refused_with_the_setting_it_resembles() -> None:
 def test_refusals_are_explained_and_outages_are_not(
     code: str, message: str, named: str | None
 ) -> None:
-    from streams.kafka_config import explain
+    from streams.kafka.config import explain
 
     why = explain(code, message)
     if named is None:

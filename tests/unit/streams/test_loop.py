@@ -11,8 +11,8 @@ from typing import Any
 from contracts.domain import StreamPartition
 from contracts.events import SCHEMA_VERSION, event_to_json
 from contracts.ids import EntityId, TenantId
-from streams.loop import WorkerLoop
-from streams.projector import Decision, RawRecord
+from streams.worker.loop import WorkerLoop
+from streams.worker.projector import Decision, RawRecord
 from tests.unit.streams.test_projector import ListSink, doc, projector, raw
 
 

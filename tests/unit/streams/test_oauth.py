@@ -1,4 +1,4 @@
-"""The worker's OAUTHBEARER tokens (streams.oauth) against a token endpoint
+"""The worker's OAUTHBEARER tokens (streams.kafka.oauth) against a token endpoint
 served here: the client-credentials grant as librdkafka sends it, a token
 reused until it nears its expiry, and a refusal that names the settings."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from streams.oauth import OidcTokenProvider, TokenError, principal_of, unsecured_jwt
+from streams.kafka.oauth import OidcTokenProvider, TokenError, principal_of, unsecured_jwt
 from tests.oidc import TokenEndpoint as Endpoint
 from tests.oidc import serving
 

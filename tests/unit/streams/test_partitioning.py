@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streams.partitioning import murmur2, partition_for
+from streams.kafka.partitioning import murmur2, partition_for
 
 
 @pytest.mark.parametrize(

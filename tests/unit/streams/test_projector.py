@@ -17,8 +17,8 @@ from contracts.events import SCHEMA_VERSION, Event, event_to_json, make_event
 from contracts.ids import EntityId, TenantId
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
-from streams.metrics import Metrics
-from streams.projector import DeadLetter, Probe, Projector, RawRecord
+from streams.worker.metrics import Metrics
+from streams.worker.projector import DeadLetter, Probe, Projector, RawRecord
 
 KEY = b"control-key"
 
@@ -369,7 +369,7 @@ async def test_a_partition_starts_writing_while_the_next_one_decodes(
     """Decoding is CPU work on the event loop: the stores should be writing one
     partition's records while the next partition's are decoded, not wait until
     the whole batch is decoded."""
-    import streams.projector as module
+    import streams.worker.projector as module
 
     graph, vector = stores
     trace: list[tuple[str, bytes | None]] = []

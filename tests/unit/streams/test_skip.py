@@ -1,4 +1,4 @@
-"""``redstring skip`` (streams.skip_cli) over the in-memory stores: what it
+"""``redstring skip`` (streams.cli.skip) over the in-memory stores: what it
 refuses, and what a skip leaves (a dead letter, both stores past the record)."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from click.testing import CliRunner
 from contracts.domain import StreamPartition
 from contracts.events import SCHEMA_VERSION, event_to_json
 from projections.fold import Fold
-from streams import skip_cli
 from streams.cli import main
-from streams.projector import RawRecord
-from streams.skip_cli import FetchedRecord, SkipRefused, check_skip, skip
+from streams.ops import skip as skip_procedure
+from streams.ops.skip import FetchedRecord, SkipRefused, check_skip, skip
+from streams.worker.projector import RawRecord
 from tests.unit.streams.test_projector import KEY, ListSink, doc, projector, raw
 
 PART = StreamPartition("events", 0, "tid")
@@ -124,14 +124,14 @@ def _stand_in(monkeypatch: pytest.MonkeyPatch, folds: Sequence[Fold[Any]]) -> _C
     async def open_folds(settings: Any) -> tuple[Any, Sequence[Fold[Any]]]:
         return _NoStores(), folds
 
-    monkeypatch.setattr(skip_cli, "topic_partition", lambda settings, partition: PART)
+    monkeypatch.setattr(skip_procedure, "topic_partition", lambda settings, partition: PART)
     monkeypatch.setattr(
-        skip_cli,
+        skip_procedure,
         "fetch_record",
         lambda settings, partition, offset: FetchedRecord(1, b"a", newer_value()),
     )
-    monkeypatch.setattr(skip_cli, "open_folds", open_folds)
-    monkeypatch.setattr(skip_cli, "dead_letter_sink", lambda settings: sink)
+    monkeypatch.setattr(skip_procedure, "open_folds", open_folds)
+    monkeypatch.setattr(skip_procedure, "dead_letter_sink", lambda settings: sink)
     monkeypatch.setenv("REDSTRING_CONTROL_KEY", KEY.decode())
     return sink
 

@@ -1,0 +1,134 @@
+"""``redstring replay`` and ``redstring erase``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import click
+
+from streams.cli.prompts import confirm, operator, parse_tenant
+from streams.settings import Settings
+
+
+@click.command("replay")
+@click.option("--tenant", "tenant", required=True, help="The tenant to rebuild.")
+@click.option("--offline", is_flag=True, help="The workers are stopped: do the work here.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def replay_command(tenant: str, offline: bool, yes: bool) -> None:
+    """Rebuild TENANT in both stores from the start of the log.
+
+    Online (default): publishes a signed TenantReplayRequested; the running
+    workers delete the tenant, rescan its partition and re-apply its history,
+    while this command shows their progress. Other tenants are never rolled
+    back; those sharing the partition see a delay while it is rescanned.
+
+    Offline (--offline): with the workers stopped, deletes the tenant in both
+    stores, verifies nothing of it remains, opens the rebuild windows and
+    rewinds the consumer group; start the workers afterwards.
+    """
+    from streams.kafka.topics import TopicError
+    from streams.ops.replay import (
+        ReplayRefused,
+        locate,
+        offline_rebuild,
+        publish_control,
+        summary,
+        window_progress,
+    )
+    from streams.wiring import open_stores
+
+    settings = Settings()
+    tenant_ = parse_tenant(tenant)
+    try:
+        target = locate(settings, tenant_)
+    except TopicError as exc:
+        raise click.ClickException(str(exc)) from None
+    where = f"{target.partition.topic}[{target.partition.partition}]"
+    if target.log_start > 0:
+        click.secho(
+            f"warning: {where} no longer starts at offset 0 (it starts at {target.log_start}); "
+            "events older than that are gone and cannot be re-applied.",
+            fg="yellow",
+            err=True,
+        )
+    confirm(
+        f"Delete and rebuild tenant {tenant_} from {where} "
+        f"({target.log_end - target.log_start} records to rescan)?",
+        yes,
+    )
+    started = time.monotonic()
+
+    async def run() -> None:
+        stores = await open_stores(settings)
+        try:
+            if offline:
+                await offline_rebuild(settings, stores, target)
+                click.echo(
+                    f"tenant {tenant_} deleted in both stores and {where} rewound to "
+                    f"{target.log_start}. Start the workers (redstring worker) to rebuild it."
+                )
+                return
+            request = await publish_control(settings, "TenantReplayRequested", tenant_, operator())
+            click.echo(f"replay requested at {where}@{request.offset}")
+            with click.progressbar(
+                length=max(1, request.offset - target.log_start),
+                label="rescanning",
+                file=sys.stderr,
+            ) as bar:
+                shown = 0
+                while True:
+                    progress = await window_progress(stores, target, request)
+                    bar.update(max(0, progress.done - shown))
+                    shown = max(shown, progress.done)
+                    if progress.finished:
+                        break
+                    await asyncio.sleep(0.5)
+            counts = await summary(stores.graph, stores.vector, tenant_)
+            click.echo(
+                f"rebuilt {tenant_} in {time.monotonic() - started:.1f}s: "
+                + ", ".join(f"{n} {k}" for k, n in counts.items())
+            )
+        finally:
+            await stores.aclose()
+
+    try:
+        asyncio.run(run())
+    except ReplayRefused as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("erase")
+@click.option("--tenant", "tenant", required=True, help="The tenant to erase.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def erase_command(tenant: str, yes: bool) -> None:
+    """Erase TENANT from both stores, for good.
+
+    Publishes a signed TenantErased and waits until both stores have deleted the
+    tenant and recorded the erasure; no later replay or rebuild brings its older
+    events back. Kafka itself still holds those events until the topic's
+    retention removes them (unlimited by default): erasing them from the log
+    needs a new topic and a rebuild.
+    """
+    from streams.ops.replay import ReplayRefused, publish_control, wait_for_erasure
+    from streams.wiring import open_stores
+
+    settings = Settings()
+    tenant_ = parse_tenant(tenant)
+    confirm(f"Erase tenant {tenant_} from both stores? This cannot be undone.", yes)
+
+    async def run() -> None:
+        request = await publish_control(settings, "TenantErased", tenant_, operator())
+        click.echo(f"erasure requested at {request.topic}[{request.partition}]@{request.offset}")
+        stores = await open_stores(settings)
+        try:
+            await wait_for_erasure(stores, tenant_, request)
+        finally:
+            await stores.aclose()
+        click.echo(f"tenant {tenant_} erased from both stores.")
+
+    try:
+        asyncio.run(run())
+    except ReplayRefused as exc:
+        raise click.ClickException(str(exc)) from None

@@ -1,0 +1,321 @@
+"""The projector worker: a faust-streaming app with one agent on the events
+topic (docs/design.md 7).
+
+Faust is only the transport here: the loop around the projector
+(streams.worker.loop) decides every commit, seek and pause, and checks that what Faust
+hands over continues the stores' position. Faust's recovery seeks every
+assigned partition to its *committed* offset after ``app.on_rebalance_complete``
+fires, so that is where the stores' positions are committed; Faust commits
+nothing itself (acks are off for the events topic). See
+docs/adr/0006-faust-seeks.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import tempfile
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import faust
+from aiokafka.errors import IllegalStateError
+from faust.types import TP
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from streams.kafka.config import client_configs, faust_credentials
+from streams.kafka.probe import RecordProbe
+from streams.kafka.topics import check_topics
+from streams.settings import Settings
+from streams.wiring import Stores, build_folds, open_stores
+from streams.worker.bounds import ReadAhead, batch_bounds
+from streams.worker.loop import WorkerLoop
+from streams.worker.metrics import Metrics
+from streams.worker.projector import Projector, RawRecord
+from streams.worker.sink import KafkaDeadLetterSink
+
+log = logging.getLogger("redstring.worker")
+
+
+def _logged_at(message: Any) -> datetime | None:
+    """A Faust message's Kafka timestamp (seconds since the epoch), if any."""
+    stamp = getattr(message, "timestamp", None)
+    return datetime.fromtimestamp(stamp, UTC) if stamp and stamp > 0 else None
+
+
+class FaustConsumer:
+    """streams.worker.loop.Consumer over Faust's consumer, for the events topic."""
+
+    def __init__(self, app: faust.App, topic: str) -> None:
+        self.app = app
+        self.topic = topic
+
+    def _tp(self, partition: int) -> TP:
+        return TP(self.topic, partition)
+
+    def assigned(self) -> set[int]:
+        return {tp.partition for tp in self.app.consumer.assignment() if tp.topic == self.topic}
+
+    async def commit(self, offsets: Mapping[int, int]) -> None:
+        """Commit exact offsets with the driver's ``_commit`` (the public
+        ``commit`` commits acked offsets only; pinned faust version), for what
+        is still assigned: a rebalance can revoke a partition while its batch
+        is in hand, and faust's ``_commit`` hands aiokafka an empty dict when
+        none is left, which raises ValueError and crashes the consumer thread
+        (found by the two-worker benchmark). The new owner reads from the
+        stores' positions anyway."""
+        assigned = self.app.consumer.assignment()
+        mine = {self._tp(p): offset for p, offset in offsets.items() if self._tp(p) in assigned}
+        if mine:
+            await self.app.consumer._commit(mine)  # type: ignore[attr-defined]
+
+    async def seek(self, partition: int, offset: int) -> None:
+        # A plain seek: no stop_flow, whose getmany then seeks every partition
+        # to its committed offset. What Faust still gets wrong (records fetched
+        # before the seek delivered after it, re-fetched ones dropped) the loop
+        # notices and asks again (streams.worker.loop).
+        try:
+            await self.app.consumer.seek(self._tp(partition), offset)
+        except IllegalStateError:
+            # Revoked between the loop's check and the consumer thread's seek:
+            # the new owner seeks to the stores' position itself.
+            log.info("seek of a partition no longer held", extra={"partition": partition})
+
+    def pause(self, partition: int) -> None:
+        self.app.consumer.pause_partitions([self._tp(partition)])
+
+    def resume(self, partition: int) -> None:
+        self.app.consumer.resume_partitions([self._tp(partition)])
+
+    async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
+        highs = await self.app.consumer.highwaters(*(self._tp(p) for p in partitions))
+        return {tp.partition: int(offset or 0) for tp, offset in highs.items()}
+
+    async def log_start(self, partition: int) -> int:
+        tp = self._tp(partition)
+        earliest = await self.app.consumer.earliest_offsets(tp)
+        return int(earliest.get(tp) or 0)
+
+
+class Runtime:
+    """What the agent, the rebalance hook, the timers and the web pages share."""
+
+    def __init__(self, app: faust.App, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        self.metrics = Metrics()
+        self.topic_id = ""
+        self.stores: Stores | None = None
+        self.loop: WorkerLoop | None = None
+        self.sink: KafkaDeadLetterSink | None = None
+        self.consumer = FaustConsumer(app, settings.topic)
+        self.probe = RecordProbe(settings)
+        self._opening = asyncio.Lock()
+
+    async def ready_loop(self) -> WorkerLoop:
+        async with self._opening:
+            if self.loop is None:
+                info = await asyncio.to_thread(check_topics, self.settings)
+                self.topic_id = info.topic_id
+                self.stores = await open_stores(self.settings)
+                self.sink = KafkaDeadLetterSink(self.settings)
+                projector = Projector(
+                    build_folds(
+                        self.stores.graph,
+                        self.stores.vector,
+                        self.stores.embedder,
+                        chunk=self.settings.write_chunk_entities,
+                    ),
+                    self.sink,
+                    topic=self.settings.topic,
+                    topic_id=self.topic_id,
+                    control_key=self.settings.control_keyring(),
+                    metrics=self.metrics,
+                    partitions=info.partition_count,
+                    control_max_age=self.settings.control_max_age,
+                    log_start=self.consumer.log_start,
+                    probe=self.probe.first_record_at,
+                    limits=self.settings.event_limits(),
+                )
+                self.loop = WorkerLoop(
+                    projector,
+                    self.consumer,
+                    stall_after=self.settings.stall_after_s,
+                    bounds=batch_bounds(self.settings),
+                )
+                log.info("stores open", extra={"topic_id": self.topic_id})
+            return self.loop
+
+    @property
+    def projector(self) -> Projector | None:
+        return self.loop.projector if self.loop is not None else None
+
+    async def commit_positions(self) -> None:
+        """Called when a rebalance completes, before Faust's recovery seeks to
+        the committed offsets: commit (and seek to) what the stores need."""
+        loop = await self.ready_loop()
+        await loop.on_assigned()
+
+    async def process(self, events: Sequence[Any]) -> None:
+        loop = await self.ready_loop()
+        batch: dict[int, list[RawRecord]] = {}
+        size = 0
+        for event in events:
+            message = event.message
+            batch.setdefault(message.partition, []).append(
+                RawRecord(message.offset, message.key, message.value, _logged_at(message))
+            )
+            size += len(message.value) if message.value else 0
+        self.metrics.intake_bytes.observe(size)
+        await loop.on_batch(batch)
+
+    async def update_lag(self) -> None:
+        if self.loop is not None:
+            await self.loop.update_lag()
+
+    async def check_stalls(self) -> None:
+        if self.loop is not None:
+            await self.loop.check_stalls()
+
+    async def expire_applied(self) -> None:
+        if self.stores is None:
+            return
+        cutoff = datetime.now(UTC) - timedelta(days=self.settings.applied_event_retention_days)
+        for store in (self.stores.graph, self.stores.vector):
+            await store.expire_applied_events(cutoff)
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        if self.loop is None:
+            return False, ["stores not open yet"]
+        health = self.loop.projector.health
+        return health.ready, health.reasons()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.probe.close)
+        if self.sink is not None:
+            await asyncio.to_thread(self.sink.close)
+        if self.stores is not None:
+            await self.stores.aclose()
+
+
+def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[faust.App, Runtime]:
+    kafka = client_configs(settings)
+    app = faust.App(
+        settings.group_id,
+        broker=[f"kafka://{host}" for host in settings.kafka_bootstrap.split(",")],
+        store="memory://",
+        datadir=str(Path(tempfile.gettempdir()) / f"redstring-faust-{settings.group_id}"),
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        web_enabled=True,
+        web_host=settings.http_host,
+        web_port=settings.http_port,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 5),
+        broker_rebalance_timeout=max(settings.session_timeout_s, 10.0),
+        consumer_group_instance_id=instance_id,
+        # Faust's channel queue is bounded by count: sized so that it holds
+        # no more bytes of maximum-size events than REDSTRING_READ_AHEAD_BYTES
+        # (issue 15).
+        stream_buffer_maxsize=settings.queue_records(),
+        # Faust's wait_empty (on every rebalance and at shutdown) waits for
+        # every message handed to the agent's queue to be acked, but the same
+        # rebalance first clears those queues (flow_control.clear), so messages
+        # dropped there are never acked: a SIGTERM or a rebalance waited until
+        # the process was killed. Correctness does not rest on Faust's acks:
+        # the batch in hand is finished by the agent (shielded below), and a
+        # batch that runs after its partition moved is fenced by the stores.
+        stream_wait_empty=False,
+        # TLS and SASL exactly as the CLI's clients get them (issue 16): Faust
+        # reads the protocol off the credentials' type and SSL context.
+        broker_credentials=faust_credentials(kafka.aiokafka),
+        **kafka.faust,
+    )
+    if kafka.cli_only:
+        log.info(
+            "Kafka properties the worker's client has no equivalent for (they apply to the "
+            "CLI's clients only)",
+            extra={"properties": list(kafka.cli_only)},
+        )
+    topic = app.topic(
+        settings.topic,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        # Faust commits acked offsets on its own, and take_events acks every
+        # record it hands over, applied or not (past a replay request, a
+        # refusal, records delivered twice after a seek): its commits ran
+        # ahead of the stores, and its own seeks to them skipped records
+        # (issue 14). The loop commits the stores' positions itself.
+        acks=False,
+    )
+    runtime = Runtime(app, settings)
+
+    @app.agent(topic, concurrency=1)
+    async def project(stream: Any) -> AsyncIterator[None]:
+        read_ahead = ReadAhead(settings.read_ahead_bytes)
+
+        async def admit(value: bytes | None) -> bytes | None:
+            # Runs before take_events' own processor adds the value to the
+            # batch it gathers; waiting here ends that batch by its timeout.
+            await read_ahead.admit(len(value) if value else 0)
+            return value
+
+        stream.add_processor(admit)
+        async for events in stream.take_events(
+            settings.batch_size, within=settings.batch_wait_ms / 1000
+        ):
+            read_ahead.taken()
+            # SIGTERM cancels the agent: finish the batch in hand first, so
+            # both stores' units of work end committed, then stop. A batch
+            # whose stores keep failing is abandoned at its next backoff (its
+            # units of work have rolled back; the checkpoints fence the redo).
+            task = asyncio.ensure_future(runtime.process(events))
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if runtime.projector is not None:
+                    runtime.projector.stop()
+                await task
+                raise
+            yield None
+
+    async def on_rebalance_complete(sender: Any, **kwargs: Any) -> None:
+        await runtime.commit_positions()
+
+    app.on_rebalance_complete.connect(on_rebalance_complete)  # type: ignore[arg-type]
+
+    async def lag() -> None:
+        await runtime.update_lag()
+
+    async def expire() -> None:
+        await runtime.expire_applied()
+
+    async def stalls() -> None:
+        await runtime.check_stalls()
+
+    app.timer(interval=5.0)(lag)
+    app.timer(interval=min(5.0, max(0.5, settings.stall_after_s / 3)))(stalls)
+    app.timer(interval=3600.0)(expire)
+
+    @app.page("/livez")
+    async def livez(web: Any, request: Any) -> Any:
+        return web.json({"live": True})
+
+    @app.page("/readyz")
+    async def readyz(web: Any, request: Any) -> Any:
+        ready, reasons = runtime.readiness()
+        return web.json({"ready": ready, "reasons": reasons}, status=200 if ready else 503)
+
+    @app.page("/metrics")
+    async def metrics(web: Any, request: Any) -> Any:
+        body = generate_latest(runtime.metrics.registry)
+        # aiohttp refuses a content_type argument with a charset in it, and
+        # Prometheus' content type has one: pass it as the header instead.
+        return web.bytes(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return app, runtime

@@ -1,0 +1,143 @@
+"""Sub-batches (issue 15, bounds): a batch handed over by the consumer is cut,
+per partition and in offset order, into consecutive sub-batches bounded by
+records, bytes and entities, and each goes through the projector as a batch
+would, one after the other.
+
+The projector applies only the run that continues the stores' position, so the
+sub-batches of one partition are handled strictly in turn; once one of them
+ends in anything but a commit (a seek, a pause), the rest are dropped: the
+consumer reads them again from where the stores need.
+
+Entities are counted before decoding, from the raw value, as its JSON objects
+(``{`` bytes): every entity is one object and a ``{`` cannot be escaped, so the
+count never falls below the entities (property maps, relationships and braces
+inside strings only add to it). Decoding a value just to weigh it would cost
+as much as applying it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from streams.settings import Settings
+from streams.worker.projector import Decision, RawRecord
+
+
+@dataclass(frozen=True, slots=True)
+class BatchBounds:
+    """At most this many records, bytes of values and entities per sub-batch
+    (None: unbounded). A record over a bound alone is a sub-batch of its own."""
+
+    max_records: int | None = None
+    max_bytes: int | None = None
+    max_entities: int | None = None
+
+
+UNBOUNDED = BatchBounds()
+
+
+def batch_bounds(settings: Settings) -> BatchBounds:
+    """The sub-batch bounds REDSTRING_BATCH_SIZE, _BATCH_MAX_BYTES and
+    _BATCH_MAX_ENTITIES give."""
+    return BatchBounds(
+        max_records=settings.batch_size,
+        max_bytes=settings.batch_max_bytes,
+        max_entities=settings.batch_max_entities,
+    )
+
+
+def entity_bound(value: bytes | None) -> int:
+    """At least the number of entities ``value`` holds (its JSON objects)."""
+    return value.count(b"{") if value else 0
+
+
+def sub_batches(records: Sequence[RawRecord], bounds: BatchBounds) -> list[list[RawRecord]]:
+    """``records`` by offset (each offset once, the first copy kept, as the
+    projector would), cut into consecutive non-empty sub-batches within
+    ``bounds``."""
+    unique: dict[int, RawRecord] = {}
+    for record in records:
+        unique.setdefault(record.offset, record)
+    ordered = [unique[offset] for offset in sorted(unique)]
+    if bounds == UNBOUNDED:
+        return [ordered] if ordered else []
+    batches: list[list[RawRecord]] = []
+    current: list[RawRecord] = []
+    size = entities = 0
+    for record in ordered:
+        value_size = len(record.value) if record.value else 0
+        value_entities = entity_bound(record.value) if bounds.max_entities is not None else 0
+        if current and (
+            (bounds.max_records is not None and len(current) + 1 > bounds.max_records)
+            or (bounds.max_bytes is not None and size + value_size > bounds.max_bytes)
+            or (bounds.max_entities is not None and entities + value_entities > bounds.max_entities)
+        ):
+            batches.append(current)
+            current, size, entities = [], 0, 0
+        current.append(record)
+        size += value_size
+        entities += value_entities
+    if current:
+        batches.append(current)
+    return batches
+
+
+class Handler(Protocol):
+    async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision: ...
+
+
+async def handle_bounded(
+    projector: Handler, partition: int, records: Sequence[RawRecord], bounds: BatchBounds
+) -> Decision:
+    """Hand ``records`` to the projector one sub-batch at a time. Returns the
+    decision the loop acts on: the last commit when every sub-batch ended in
+    one (a later commit covers an earlier), else the first other decision."""
+    parts = sub_batches(records, bounds)
+    if len(parts) <= 1:
+        return await projector.handle(partition, records)
+    decision = Decision()
+    applied = 0
+    for part in parts:
+        decision = await projector.handle(partition, part)
+        applied += decision.applied
+        if decision.commit is None:
+            break
+    return Decision(
+        commit=decision.commit, seek=decision.seek, pause=decision.pause, applied=applied
+    )
+
+
+class ReadAhead:
+    """A byte budget on what the consumer has handed over but the loop has not
+    taken yet (issue 15, bounds): the worker's intake admits each value here
+    before it joins the batch being gathered, and waits while the values
+    admitted since the last batch would pass ``max_bytes``. The first value is
+    always admitted, so one record over the budget still moves.
+
+    Faust bounds its buffers by count only (its channel queue and the batch
+    ``take_events`` gathers), which for maximum-size events is gigabytes; this
+    is what keeps the batch within bytes. ``taken`` is called as soon as a
+    batch is in hand: its values are the loop's from then on, so the budget
+    starts again from zero. Counting restarts rather than subtracts, so no
+    value dropped on its way (a rebalance clears Faust's queues) can leak
+    budget and stall the intake.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def admit(self, size: int) -> None:
+        while self.held > 0 and self.held + size > self.max_bytes:
+            self._room.clear()
+            await self._room.wait()
+        self.held += size
+
+    def taken(self) -> None:
+        self.held = 0
+        self._room.set()

@@ -1,0 +1,262 @@
+"""The worker loop: what a worker does with the consumer around the projector's
+decisions (docs/design.md 5.2 and 5.9), kept apart from Faust so that a simulated
+consumer can drive it (tests/simulation) exactly as Faust does.
+
+The loop trusts the consumer for nothing but handing over records it has
+fetched. The projector applies only records that continue the stores' position
+without a hole (a batch is sorted and cut at the first missing offset), so a
+record the consumer failed to deliver (dropped after a seek, or skipped by a
+seek of its own) is asked for again instead of being stepped over. The group's
+committed offset is only ever the stores' position. A partition whose stores
+are behind the log end and that has been handed nothing for a while is sought
+to the stores' position again, and readiness says so until records flow.
+
+A partition paused on a newer schema version waits for an upgrade, or for an
+operator to skip the record (``redstring skip``, streams.cli.skip): the
+watchdog notices the stores moved past the record and resumes the partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Protocol
+
+from streams.worker.bounds import UNBOUNDED, BatchBounds, handle_bounded
+from streams.worker.projector import Decision, Projector, RawRecord
+
+log = logging.getLogger("redstring.worker")
+
+#: How a pause on a newer schema version reads (contracts.errors.SchemaVersionTooNewError).
+SCHEMA_PAUSE = "Upgrade the workers to resume this partition"
+
+
+def is_schema_pause(reason: str) -> bool:
+    """Whether a pause came from a newer schema version (not a corrupt store)."""
+    return SCHEMA_PAUSE in reason
+
+
+class Consumer(Protocol):
+    """The consumer operations the loop uses, by partition of the events topic."""
+
+    def assigned(self) -> set[int]:
+        """The partitions of the events topic this worker holds now."""
+        ...
+
+    async def commit(self, offsets: Mapping[int, int]) -> None:
+        """Commit these next offsets to read (for partitions still assigned)."""
+        ...
+
+    async def seek(self, partition: int, offset: int) -> None:
+        """Ask the consumer to read the partition from ``offset`` next."""
+        ...
+
+    def pause(self, partition: int) -> None:
+        """Stop fetching the partition (until ``resume``)."""
+        ...
+
+    def resume(self, partition: int) -> None:
+        """Fetch the partition again after a ``pause``."""
+        ...
+
+    async def log_end(self, partitions: Collection[int]) -> Mapping[int, int]:
+        """The high watermark of each partition (the offset the next record gets)."""
+        ...
+
+
+class WorkerLoop:
+    def __init__(
+        self,
+        projector: Projector,
+        consumer: Consumer,
+        *,
+        stall_after: float = 15.0,
+        clock: Callable[[], float] = time.monotonic,
+        bounds: BatchBounds = UNBOUNDED,
+    ) -> None:
+        self.projector = projector
+        self.consumer = consumer
+        self.stall_after = stall_after
+        # Each partition's records are handed to the projector in sub-batches
+        # within these bounds, one after the other (streams.worker.bounds).
+        self.bounds = bounds
+        self._clock = clock
+        # When each partition was last handed a record (or sought): the
+        # watchdog's measure of "nothing delivered for a while".
+        self._heard: dict[int, float] = {}
+        # Partitions with a batch in hand: the watchdog leaves them alone.
+        self._in_hand: set[int] = set()
+        # Partitions paused on a newer schema version, with the stores'
+        # position when they paused: the offset of the record that paused
+        # them. Once the stores are past it (an operator skipped it), the
+        # watchdog resumes the partition.
+        self.paused_at: dict[int, int] = {}
+
+    async def on_assigned(self) -> None:
+        """After a rebalance: commit and seek every assigned partition to the
+        stores' position (asked, not remembered), so that whatever the
+        consumer would resume from, it reads what the stores need."""
+        assigned = self.consumer.assigned()
+        health = self.projector.health
+        for table in (health.paused, health.stalled, health.failing, self.paused_at):
+            for partition in [p for p in table if p not in assigned]:
+                del table[partition]
+        offsets = {p: await self.projector.next_needed(p) for p in sorted(assigned)}
+        now = self._clock()
+        for partition in offsets:
+            self._heard[partition] = now
+        if offsets:
+            await self.consumer.commit(offsets)
+            for partition, offset in offsets.items():
+                if partition in self.consumer.assigned():  # not revoked meanwhile
+                    await self.consumer.seek(partition, offset)
+            log.info("committed the stores' positions", extra={"offsets": offsets})
+
+    async def on_batch(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
+        """Handle one batch: its partitions concurrently (each has its own
+        checkpoints and locks in both stores), then the consumer actions one
+        partition at a time, in partition order."""
+        ordered = sorted((p, records) for p, records in batch.items() if records)
+        now = self._clock()
+        for partition, _ in ordered:
+            self._heard[partition] = now
+            self._in_hand.add(partition)
+        try:
+            decisions = await asyncio.gather(
+                *(
+                    handle_bounded(self.projector, partition, records, self.bounds)
+                    for partition, records in ordered
+                )
+            )
+            for (partition, _), decision in zip(ordered, decisions, strict=True):
+                # Records flowed: whatever stall the watchdog reported is over
+                # (if they were not the ones needed, the loop seeks, and the
+                # watchdog looks again after ``stall_after``).
+                self.projector.health.stalled.pop(partition, None)
+                await self._act(partition, decision)
+        finally:
+            for partition, _ in ordered:
+                self._in_hand.discard(partition)
+
+    async def _act(self, partition: int, decision: Decision) -> None:
+        if decision.pause is not None:
+            self.consumer.pause(partition)
+            if is_schema_pause(decision.pause):
+                # Asked, not remembered: the record that paused is the first
+                # one the stores still need.
+                self.paused_at[partition] = await self.projector.next_needed(partition)
+        elif decision.seek is not None:
+            await self._seek(partition, decision.seek)
+            log.info("sought back", extra={"partition": partition, "offset": decision.seek})
+        elif decision.commit is not None:
+            await self.consumer.commit({partition: decision.commit})
+
+    async def _seek(self, partition: int, offset: int) -> None:
+        # The target is the stores' position, so committing it first keeps the
+        # group's offset at or below it whatever the consumer does next.
+        await self.consumer.commit({partition: offset})
+        if partition not in self.consumer.assigned():
+            # Revoked while the batch was in hand: the new owner reads from the
+            # stores' position, and a seek of a partition not assigned raises
+            # (aiokafka's IllegalStateError), which would crash the worker.
+            return
+        await self.consumer.seek(partition, offset)
+        self._heard[partition] = self._clock()
+
+    async def check_stalls(self) -> None:
+        """The watchdog (docs/design.md 5.9): a partition held by this worker, not
+        paused, handed nothing for ``stall_after`` seconds while its stores are
+        behind the log end has lost a seek or a delivery. Seek it to the
+        stores' position again and say so, in the log and in readiness, until
+        its records flow."""
+        await self.check_skipped()
+        health = self.projector.health
+        now = self._clock()
+        quiet = [
+            p
+            for p in sorted(self.consumer.assigned())
+            if p not in health.paused
+            and p not in self._in_hand
+            and now - self._heard.setdefault(p, now) >= self.stall_after
+        ]
+        if not quiet:
+            return
+        ends = await self.consumer.log_end(quiet)
+        for partition in quiet:
+            if partition in self._in_hand or partition not in self.consumer.assigned():
+                continue
+            position = await self.projector.next_needed(partition)
+            end = ends.get(partition)
+            if (
+                end is None
+                or position >= end
+                # Only transaction markers left: nothing to hand over.
+                or not await self.projector.holds_records_from(partition, position)
+            ):
+                health.stalled.pop(partition, None)
+                self._heard[partition] = now
+                if end is not None:
+                    # Caught up, maybe by another worker (a zombie's late batch)
+                    # while this one was handed nothing: commit the stores'
+                    # position, or the group's offset would lag forever.
+                    await self.consumer.commit({partition: position})
+                continue
+            if partition not in self.consumer.assigned():
+                # Revoked during the awaits above: not this worker's to report
+                # (nothing here would clear it once it is someone else's).
+                continue
+            reason = (
+                f"handed no record for {self.stall_after:g}s while the stores need offsets "
+                f"{position}..{end - 1}: sought to {position} again"
+            )
+            health.stalled[partition] = reason
+            log.warning(
+                "partition idle with lag; seeking to the stores' position",
+                extra={"partition": partition, "offset": position, "log_end": end},
+            )
+            self.projector.metrics.seeks.labels(reason="stalled").inc()
+            await self._seek(partition, position)
+
+    async def check_skipped(self) -> None:
+        """Resume each partition paused on a newer schema version whose stores
+        have moved past the record that paused it (``redstring skip``
+        dead-lettered it and advanced both stores): clear the pause, resume
+        the partition in the consumer and seek it to the stores' position.
+        Run by the watchdog on every tick, whatever the quiet time."""
+        health = self.projector.health
+        for partition, offset in sorted(self.paused_at.items()):
+            if partition not in health.paused or partition not in self.consumer.assigned():
+                del self.paused_at[partition]  # resumed, or no longer this worker's
+                continue
+            if partition in self._in_hand:
+                continue
+            position = await self.projector.next_needed(partition)
+            if position <= offset or partition not in self.paused_at:
+                continue
+            if partition not in self.consumer.assigned():
+                continue  # revoked during the await: the new owner starts unpaused
+            del self.paused_at[partition]
+            health.paused.pop(partition, None)
+            self.consumer.resume(partition)
+            log.warning(
+                "the record that paused the partition was skipped; resuming",
+                extra={"partition": partition, "offset": offset, "position": position},
+            )
+            self.projector.metrics.seeks.labels(reason="resumed").inc()
+            await self._seek(partition, position)
+
+    async def update_lag(self) -> None:
+        assigned = sorted(self.consumer.assigned())
+        if not assigned:
+            return
+        ends = await self.consumer.log_end(assigned)
+        for partition in assigned:
+            needed = await self.projector.position(partition)
+            self.projector.metrics.lag.labels(partition=str(partition)).set(
+                max(0, int(ends.get(partition) or 0) - needed)
+            )
+            self.projector.metrics.replay_progress.labels(partition=str(partition)).set(
+                await self.projector.replay_progress(partition)
+            )

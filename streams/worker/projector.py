@@ -1,0 +1,576 @@
+"""One partition's batch, from raw Kafka records to both stores and back to a
+decision about the consumer: commit, seek, or pause.
+
+Kept apart from Faust so that the rules of docs/design.md 3, 5 and 7 can be
+read (and tested) in one place: the stores say where to read; a batch that
+starts past that is dropped and the consumer seeks back; dead letters are
+written before the checkpoints move past them; store errors are retried here
+and never escape; a newer schema version or a corrupt store pauses the
+partition.
+
+Errors are classified (``contracts.errors.is_transient``): transient ones are
+retried with backoff for as long as they last; any other is retried at most
+``max_attempts`` times within a batch, then the partition pauses with a fixed
+reason (the detail goes to the log). An error met while one event's effects
+are written is that event's refusal, in both stores alike (``projections.fold.
+Verdicts``). A worker told to stop abandons a batch whose stores keep failing
+at its next backoff: every unit of work has rolled back, and the checkpoints
+fence whatever a later batch does again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+from contracts.domain import StreamPartition
+from contracts.errors import SchemaVersionTooNewError, is_transient
+from contracts.events import TenantReplayRequestedEvent
+from contracts.limits import DEFAULT_LIMITS, EventLimits
+from contracts.signing import ControlKeys
+from projections.fold import Fold, Verdicts
+from projections.records import FoldReport, LogRecord
+from streams.worker.decode import decode
+from streams.worker.metrics import Metrics
+
+log = logging.getLogger("redstring.projector")
+
+T = TypeVar("T")
+
+#: Records decoded between two yields to the event loop.
+DECODE_SLICE = 16
+
+#: What readiness says while a partition's store calls fail: the error's class
+#: and one of these, never the exception's text (it can name tenants and
+#: entities; the log has it).
+RETRYING_TRANSIENT = "a store or the broker is unavailable; retrying with backoff"
+RETRYING_PERSISTENT = "a store call failed with an error that is not transient; retrying"
+
+#: Set while ``handle`` runs (in its task and the tasks it starts): there, an
+#: error that is not transient is retried ``max_attempts`` times, then the
+#: partition pauses. Elsewhere (the loop asking a position) it is retried.
+_BOUNDED: contextvars.ContextVar[bool] = contextvars.ContextVar("bounded", default=False)
+
+
+class _GaveUp(Exception):
+    """A store call failed ``max_attempts`` times with an error that is not transient."""
+
+    def __init__(self, error: Exception, attempts: int) -> None:
+        super().__init__(repr(error))
+        self.error = error
+        self.attempts = attempts
+
+
+class _Abandoned(Exception):
+    """The worker is stopping while a store call keeps failing: the batch ends."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    #: The record's Kafka timestamp (when it reached the log), if it has one.
+    logged_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A refused record, to be written to the dead-letter topic as it was."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    reason: str
+    event_type: str | None = None
+
+
+class DeadLetterSink(Protocol):
+    """Where the projector sends refused records; tests and the simulation
+    stand in lists for the Kafka topic."""
+
+    async def send(self, letters: Sequence[DeadLetter]) -> None:
+        """Durably write the letters (the call returns once the broker has them)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the consumer does next for the partition."""
+
+    commit: int | None = None  # commit this offset (the next offset to read)
+    seek: int | None = None  # seek back (and commit) to this offset
+    pause: str | None = None  # stop consuming the partition, and why
+    applied: int = 0
+
+
+@dataclass
+class PartitionHealth:
+    paused: dict[int, str] = field(default_factory=dict)
+    failing: dict[int, str] = field(default_factory=dict)
+    #: Partitions the watchdog found idle while their stores were behind (streams.worker.loop).
+    stalled: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return not self.paused and not self.failing and not self.stalled
+
+    def reasons(self) -> list[str]:
+        merged = {**self.stalled, **self.failing, **self.paused}
+        return [f"partition {p}: {why}" for p, why in sorted(merged.items())]
+
+
+def contiguous_run(
+    records: Sequence[RawRecord], start: int, empty: Mapping[int, int] | None = None
+) -> tuple[list[RawRecord], int | None]:
+    """The records that continue the log from ``start`` without a hole, in
+    offset order and each offset once, and the first offset missing after
+    them (None when the batch has no hole). ``empty`` maps the first offset
+    of a known run of offsets that hold no record (a transaction's commit
+    marker, say) to the offset after it.
+
+    A consumer can hand over records out of order, twice, or with some missing
+    (Faust delivers records fetched before a seek after it, and drops records
+    at or below a read offset those pushed up; issue 14). A record at an offset
+    never changes, so sorting and dropping repeats is safe; stepping over a
+    missing offset is not: the stores would move past a record nobody applied.
+    """
+    by_offset: dict[int, RawRecord] = {}
+    for record in records:
+        if record.offset >= start:
+            by_offset.setdefault(record.offset, record)
+    run: list[RawRecord] = []
+    expected = start
+    for offset in sorted(by_offset):
+        while empty and offset > expected and expected in empty:
+            expected = empty[expected]
+        if offset != expected:
+            return run, expected
+        run.append(by_offset[offset])
+        expected += 1
+    return run, None
+
+
+#: Asks the broker for the offset of the first record at or after an offset
+#: (None if it cannot tell now, or there is none yet).
+Probe = Callable[[int, int], Awaitable[int | None]]
+
+
+class Projector:
+    def __init__(
+        self,
+        folds: Sequence[Fold[Any]],
+        dead_letters: DeadLetterSink,
+        *,
+        topic: str,
+        topic_id: str,
+        control_key: ControlKeys | bytes | None,
+        metrics: Metrics,
+        partitions: int | None = None,
+        control_max_age: timedelta | None = None,
+        log_start: Callable[[int], Awaitable[int]] | None = None,
+        max_backoff: float = 30.0,
+        max_attempts: int = 5,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        probe: Probe | None = None,
+        limits: EventLimits = DEFAULT_LIMITS,
+    ) -> None:
+        self.folds = list(folds)
+        self.limits = limits  # the configurable caps decode applies (contracts.limits)
+        self.dead_letters = dead_letters
+        self.topic = topic
+        self.topic_id = topic_id
+        self.control_key = control_key
+        self.partitions = partitions  # the topic's partition count, to check each record's
+        self.control_max_age = control_max_age
+        self.metrics = metrics
+        self._log_start = log_start
+        self.max_backoff = max_backoff
+        self.max_attempts = max_attempts
+        self._stopping = asyncio.Event()
+        self._sleep = sleep
+        self._probe = probe
+        # Runs of offsets the broker said hold no record (transaction markers,
+        # aborted or compacted records), per partition: first offset -> next.
+        self._empty: dict[int, dict[int, int]] = {}
+        self.health = PartitionHealth()
+        # The highest offset per partition whose invalid-value letters this
+        # worker has written: records after a refused event are read again
+        # (the fold stopped before it), and must not be dead-lettered twice.
+        self._lettered: dict[int, int] = {}
+        # Where the stores needed each partition read from after this worker's
+        # last batch on it, so the next batch asks them nothing first. Only a
+        # shortcut: every unit of work checks its records against the store's
+        # own state under its lock (docs/design.md 5.1 and 5.2), and a rebalance refreshes
+        # it (``next_needed`` is called for every assigned partition).
+        self._needed: dict[int, int] = {}
+        # Decoding is CPU work on the event loop, a few ms per event. The
+        # partitions of a batch decode one at a time, each starting its units
+        # of work as soon as its records are decoded, so the stores write one
+        # partition while the next decodes (instead of all decoding first).
+        self._decoding = asyncio.Lock()
+
+    def stop(self) -> None:
+        """The worker is stopping: a batch whose store calls keep failing ends at
+        its next backoff (``handle`` returns a decision that does nothing)
+        instead of holding the shutdown."""
+        self._stopping.set()
+
+    def stream_partition(self, partition: int) -> StreamPartition:
+        return StreamPartition(self.topic, partition, self.topic_id)
+
+    async def next_needed(self, partition: int) -> int:
+        """Asks the stores (and remembers their answer)."""
+        part = self.stream_partition(partition)
+        offsets = [
+            await self._retry(partition, partial(fold.next_needed_offset, part))
+            for fold in self.folds
+        ]
+        self._needed[partition] = min(offsets)
+        return self._needed[partition]
+
+    async def replay_progress(self, partition: int) -> float:
+        """The least scanned fraction of the partition's open rebuild windows
+        over both stores (docs/design.md 6.1); 1.0 when none is open."""
+        part = self.stream_partition(partition)
+        fractions = [1.0]
+        for fold in self.folds:
+            markers = await self._retry(partition, partial(fold.store.rebuild_markers, part))
+            for marker in markers:
+                span = max(1, marker.end_offset - marker.start_offset)
+                scanned = marker.applied_through - marker.start_offset + 1
+                fractions.append(min(1.0, max(0.0, scanned / span)))
+        return min(fractions)
+
+    async def position(self, partition: int) -> int:
+        """Where the stores need the partition read from, as of this worker's
+        last batch on it (asks them if there was none)."""
+        known = self._needed.get(partition)
+        return known if known is not None else await self.next_needed(partition)
+
+    async def holds_records_from(self, partition: int, offset: int) -> bool:
+        """Whether the log holds a record at or after ``offset`` (True when no
+        probe can tell: the high watermark is then the only measure)."""
+        if self._probe is None:
+            return True
+        return await self._retry(partition, partial(self._probe, partition, offset)) is not None
+
+    async def judged_through(self, partition: int) -> int:
+        """The lowest checkpoint of the stores: every record at or below it has
+        been applied, skipped or dead-lettered by all of them."""
+        part = self.stream_partition(partition)
+        return min(
+            [
+                await self._retry(partition, partial(fold.store.checkpoint, part))
+                for fold in self.folds
+            ]
+        )
+
+    async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
+        token = _BOUNDED.set(True)
+        try:
+            return await self._handle(partition, records)
+        except _GaveUp as gave_up:
+            reason = (
+                f"a store call failed {gave_up.attempts} times with "
+                f"{type(gave_up.error).__name__}, which is not transient: paused for an "
+                "operator (details in the log)"
+            )
+            self.health.failing.pop(partition, None)
+            self.health.paused[partition] = reason
+            log.error(
+                "pausing partition",
+                extra={"partition": partition, "reason": reason, "error": repr(gave_up.error)},
+                exc_info=gave_up.error,
+            )
+            return Decision(pause=reason)
+        except _Abandoned:
+            log.warning("batch abandoned: the worker is stopping", extra={"partition": partition})
+            return Decision()
+        finally:
+            _BOUNDED.reset(token)
+
+    async def _handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
+        if partition in self.health.paused:
+            return Decision()
+        part = self.stream_partition(partition)
+        needed = await self.position(partition)
+        fresh, hole = await self._contiguous(partition, records, needed)
+        if not fresh:
+            # Nothing here reaches the fold, whose checks under the stores'
+            # locks would correct a remembered position that is stale: ask the
+            # stores before committing or seeking to it.
+            needed = await self.next_needed(partition)
+            fresh, hole = await self._contiguous(partition, records, needed)
+        if not fresh:
+            if hole is None:
+                return Decision(commit=needed)
+            # The consumer is ahead of what the stores hold (a replay opened a
+            # window, or a seek or a record was lost): read the gap first.
+            self.metrics.seeks.labels(reason="ahead").inc()
+            return Decision(seek=needed)
+
+        # Records at or below both checkpoints were judged before (a rebuild
+        # window rescans them): their dead letters are already written. Read
+        # only when a record needs it: most batches have no letter to write.
+        judged: int | None = None
+
+        async def judged_through() -> int:
+            nonlocal judged
+            if judged is None:
+                judged = await self.judged_through(partition)
+            return judged
+
+        log_records: list[LogRecord] = []
+        letters: list[DeadLetter] = []
+        pause: str | None = None
+        truncated = False
+        async with self._decoding:
+            for index, raw in enumerate(fresh):
+                if index and index % DECODE_SLICE == 0:
+                    # Let the other partitions' units of work move on meanwhile.
+                    await asyncio.sleep(0)
+                try:
+                    decoded = decode(
+                        raw.offset,
+                        raw.key,
+                        raw.value,
+                        self.control_key,
+                        topic_id=self.topic_id,
+                        partition=partition,
+                        partitions=self.partitions,
+                        logged_at=raw.logged_at,
+                        max_age=self.control_max_age,
+                        limits=self.limits,
+                    )
+                except SchemaVersionTooNewError as exc:
+                    pause = str(exc)
+                    break
+                log_records.append(decoded.record)
+                if decoded.dead_letter_reason is not None and raw.offset > max(
+                    await judged_through(), self._lettered.get(partition, -1)
+                ):
+                    letters.append(
+                        DeadLetter(
+                            partition, raw.offset, raw.key, raw.value, decoded.dead_letter_reason
+                        )
+                    )
+                is_replay = isinstance(decoded.record.event, TenantReplayRequestedEvent)
+                if is_replay and raw.offset > await judged_through():
+                    # A store ends the batch at a replay request it has not seen and
+                    # rescans the partition from the log start: judge nothing past it
+                    # now, or its dead letters would be written again on the rescan.
+                    truncated = True
+                    break
+        if letters:
+            # Written before any checkpoint moves past them: never silently lost.
+            await self._retry(partition, lambda: self.dead_letters.send(letters))
+            self.metrics.dead_lettered.inc(len(letters))
+            self._lettered[partition] = max(letter.offset for letter in letters)
+
+        applied = 0
+        after: int | None = None
+        if log_records:
+            started = time.monotonic()
+            log_start = await self._log_start(partition) if self._log_start else 0
+            pending, read_from = log_records, needed
+            # Each pass applies what is left of the batch; a pass that meets a
+            # refusal dead-letters it, skips it, and the next pass applies the
+            # records after it, which are in hand: no round trip to Kafka.
+            for _ in range(len(log_records) + 1):
+                reports = await self._apply(partition, pending, read_from, log_start)
+                applied += max(r.applied for r in reports)
+                if any(report.failed for report in reports):
+                    # Read now if not before: a store stops before an event it
+                    # refuses, so the lowest checkpoint is below every refusal of
+                    # this batch whether it is read before the batch or after.
+                    await judged_through()
+                await self._report(partition, reports, fresh, -1 if judged is None else judged)
+                # A fold stops before an event its store refuses; only now that the
+                # dead letter is written may the store move past it. A crash before
+                # this point refuses the event again (a duplicate letter, never a
+                # lost one).
+                for fold, report in zip(self.folds, reports, strict=True):
+                    for failure in report.failed:
+                        await self._retry(
+                            partition, partial(fold.skip_refused, part, failure.offset)
+                        )
+                halted = next((r.halted for r in reports if r.halted is not None), None)
+                if halted is not None:
+                    # The exception's text names the tenant and entity: log only.
+                    log.error(
+                        "a store is corrupt",
+                        extra={"partition": partition, "error": repr(halted)},
+                    )
+                    pause = (
+                        "the store is corrupt and needs an operator: "
+                        f"{type(halted).__name__} (details in the log)"
+                    )
+                    break
+                if not any(report.failed for report in reports):
+                    # Each fold reports the position its last unit of work left.
+                    after = min(report.next_needed_offset for report in reports)
+                    self._needed[partition] = after
+                    break
+                after = await self.next_needed(partition)  # skip_refused moved the stores
+                if any(report.replays_started for report in reports):
+                    break  # a rebuild window opened: the consumer seeks back
+                # The batch is a run from the stores' position (any offset it
+                # lacks holds no record), so what is left of it continues theirs.
+                pending = [record for record in pending if record.offset >= after]
+                if not pending:
+                    break
+                read_from = after
+            self.metrics.batch_latency.observe(time.monotonic() - started)
+            self.metrics.batch_size.observe(len(log_records))
+
+        if pause is not None:
+            self.health.paused[partition] = pause
+            log.error("pausing partition", extra={"partition": partition, "reason": pause})
+            return Decision(pause=pause, applied=applied)
+
+        if after is None:
+            after = await self.next_needed(partition)
+        last = log_records[-1].offset
+        if after <= last:
+            # A store asked for an earlier offset (a rebuild window opened, or
+            # the records after a refused event are still to be applied).
+            self.metrics.seeks.labels(reason="replay").inc()
+            return Decision(seek=after, applied=applied)
+        if truncated or hole is not None:
+            # The consumer has read past the records left out of this batch
+            # (after a replay request, or after a record it did not hand over).
+            self.metrics.seeks.labels(reason="hole" if hole is not None else "replay").inc()
+            return Decision(seek=after, applied=applied)
+        return Decision(commit=after, applied=applied)
+
+    async def _apply(
+        self, partition: int, records: Sequence[LogRecord], read_from: int, log_start: int
+    ) -> list[FoldReport]:
+        """Both folds over the same records. The stores are independent (each
+        fold writes its own, under its own checkpoint): apply to both at once,
+        so that the worker waits for the slower store rather than for the sum
+        of the two (measured by bench/e2e.py; docs/performance.md). The folds
+        agree on every unit of work before committing it (``Verdicts``), so
+        they refuse the same events; a pass that fails is retried as a whole,
+        once both folds have ended."""
+        part = self.stream_partition(partition)
+
+        async def attempt() -> list[FoldReport]:
+            verdicts = Verdicts(len(self.folds))
+            results = await asyncio.gather(
+                *(
+                    fold.apply(part, records, log_start=log_start, read_from=read_from, seat=seat)
+                    for fold, seat in zip(self.folds, verdicts.seats, strict=True)
+                ),
+                return_exceptions=True,
+            )
+            errors = [result for result in results if isinstance(result, BaseException)]
+            if errors:
+                # One that is not transient first, so that the bound applies.
+                raise next((e for e in errors if not is_transient(e)), errors[0])
+            return [result for result in results if isinstance(result, FoldReport)]
+
+        return await self._retry(partition, attempt)
+
+    async def _contiguous(
+        self, partition: int, records: Sequence[RawRecord], start: int
+    ) -> tuple[list[RawRecord], int | None]:
+        """``contiguous_run``, asking the broker about each hole before the
+        last record: offsets that hold no record are not a lost delivery."""
+        empty = self._empty.setdefault(partition, {})
+        for stale in [offset for offset in empty if offset < start]:
+            del empty[stale]
+        last = max((r.offset for r in records), default=-1)
+        while True:
+            run, hole = contiguous_run(records, start, empty)
+            if hole is None or hole > last or self._probe is None:
+                return run, hole
+            first = await self._retry(partition, partial(self._probe, partition, hole))
+            if first is None or first <= hole:
+                return run, hole  # the record is there: the consumer lost it
+            empty[hole] = first
+
+    async def _report(
+        self,
+        partition: int,
+        reports: Sequence[FoldReport],
+        raws: Sequence[RawRecord],
+        judged: int,
+    ) -> None:
+        by_offset = {r.offset: r for r in raws}
+        failed: dict[int, str] = {}
+        for report in reports:
+            for failure in report.failed:
+                # A refusal met again while a replay re-applies the tenant's
+                # history was dead-lettered when the event was first applied.
+                if failure.offset > judged:
+                    failed.setdefault(failure.offset, failure.reason)
+        for store, report in zip(("graph", "vector"), reports, strict=False):
+            self.metrics.applied.labels(store=store).inc(report.applied)
+            self.metrics.skipped.labels(store=store).inc(report.skipped)
+            self.metrics.collapsed.labels(store=store).inc(report.collapsed)
+        if failed:
+            letters = [
+                DeadLetter(partition, off, by_offset[off].key, by_offset[off].value, why)
+                for off, why in sorted(failed.items())
+                if off in by_offset
+            ]
+            await self._retry(partition, lambda: self.dead_letters.send(letters))
+            self.metrics.dead_lettered.inc(len(letters))
+
+    async def _retry(self, partition: int, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Store and broker errors are retried with backoff and never escape: the
+        partition waits, and readiness says why while it does (the error's class,
+        never its text). Within ``handle`` an error that is not transient is
+        retried at most ``max_attempts`` times (``_GaveUp``). A worker that is
+        stopping ends the wait at the backoff (``_Abandoned``)."""
+        delay = 0.1
+        failures = 0
+        persistent = 0
+        while True:
+            try:
+                result = await attempt()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                transient = is_transient(exc)
+                persistent += 0 if transient else 1
+                self.metrics.store_retries.inc()
+                log.warning(
+                    "store call failed; retrying",
+                    extra={"partition": partition, "error": repr(exc), "delay": delay},
+                    exc_info=None if transient else exc,
+                )
+                if not transient and _BOUNDED.get() and persistent >= self.max_attempts:
+                    raise _GaveUp(exc, persistent) from exc
+                if failures >= 3:
+                    why = RETRYING_TRANSIENT if transient else RETRYING_PERSISTENT
+                    self.health.failing[partition] = f"{type(exc).__name__}: {why}"
+                await self._backoff(delay)
+                delay = min(self.max_backoff, delay * 2)
+                continue
+            self.health.failing.pop(partition, None)
+            return result
+
+    async def _backoff(self, delay: float) -> None:
+        if self._stopping.is_set():
+            raise _Abandoned
+        sleeping = asyncio.ensure_future(self._sleep(delay))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait((sleeping, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeping.cancel()
+            stopping.cancel()
+        if self._stopping.is_set():
+            raise _Abandoned

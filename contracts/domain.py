@@ -9,100 +9,28 @@ store.
 from __future__ import annotations
 
 import math
-import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from contracts.ids import EntityId, TenantId, check_id_text
+from contracts.ids import EntityId, TenantId
+
+# adapters/neo4j/rows.py still imports the key pattern from here.
+from contracts.validation import PROPERTY_KEY_PATTERN as PROPERTY_KEY_PATTERN
+from contracts.validation import (
+    check_id_text,
+    check_metadata,
+    check_properties,
+    check_string,
+    check_type_name,
+    finite_numbers,
+)
 
 PropertyValue: TypeAlias = (
     str | int | float | bool | list[str] | list[int] | list[float] | list[bool]
 )
 Properties: TypeAlias = dict[str, PropertyValue]
-
-#: Property keys become Neo4j property names (behind a prefix) and JSON keys.
-PROPERTY_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-#: Edge and entity types are stored as values, never as labels, but they are
-#: still kept to a simple alphabet so that they read well in every store.
-TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
-MAX_STRING_LENGTH = 8192
-MAX_LIST_LENGTH = 1024
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _check_scalar(value: object, where: str) -> type:
-    if isinstance(value, bool):
-        return bool
-    if isinstance(value, int):
-        if not -(2**63) <= value < 2**63:
-            raise ValueError(f"{where}: integer {value} does not fit in 64 bits")
-        return int
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where}: {value} is not a finite number")
-        return float
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError(f"{where}: string contains a NUL byte")
-        if not _encodable(value):
-            raise ValueError(f"{where}: string contains a lone surrogate (not valid Unicode)")
-        if len(value) > MAX_STRING_LENGTH:
-            raise ValueError(f"{where}: string longer than {MAX_STRING_LENGTH} characters")
-        return str
-    raise ValueError(
-        f"{where}: {type(value).__name__} is not a storable value "
-        "(use a string, number, boolean or a list of one of those)"
-    )
-
-
-def check_property_value(value: object, where: str) -> None:
-    """Raise ``ValueError`` unless both stores can hold ``value`` as it is."""
-    if isinstance(value, list):
-        if len(value) > MAX_LIST_LENGTH:
-            raise ValueError(f"{where}: list longer than {MAX_LIST_LENGTH} items")
-        kinds = {_check_scalar(item, where) for item in value}
-        if len(kinds) > 1:
-            names = ", ".join(sorted(k.__name__ for k in kinds))
-            raise ValueError(f"{where}: list mixes {names}; lists must be homogeneous")
-        return
-    _check_scalar(value, where)
-
-
-_INT64_MIN, _INT64_END = -(2**63), 2**63
-
-
-def check_properties(properties: Mapping[str, object], where: str) -> None:
-    for key, value in properties.items():
-        if not isinstance(key, str) or not PROPERTY_KEY_PATTERN.fullmatch(key):
-            raise ValueError(
-                f"{where}: property key {key!r} must match {PROPERTY_KEY_PATTERN.pattern}"
-            )
-        # Numbers and booleans, most property values, pass here without the
-        # calls below (properties are checked per entity and edge, twice per event).
-        if type(value) is float:
-            if math.isfinite(value):
-                continue
-        elif type(value) is int:
-            if _INT64_MIN <= value < _INT64_END:
-                continue
-        elif type(value) is bool:
-            continue
-        check_property_value(value, f"{where}.{key}")
-
-
-def check_type_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not TYPE_PATTERN.fullmatch(value):
-        raise ValueError(f"{what} {value!r} must match {TYPE_PATTERN.pattern}")
-    return value
 
 
 def blocking_key(name: str) -> str:
@@ -124,7 +52,7 @@ class Entity:
         check_id_text(self.id, "entity id")
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError(f"entity {self.id!r} must have a non-empty name")
-        _check_scalar(self.name, "entity name")
+        check_string(self.name, "entity name")
         check_type_name(self.type, "entity type")
         check_properties(self.properties, f"entity {self.id!r} properties")
 
@@ -202,91 +130,11 @@ class Alias:
             raise ValueError(f"alias {self.alias_id!r} would point at itself")
         if not isinstance(self.reason, str):
             raise ValueError("alias reason must be a string")
-        _check_scalar(self.reason, "alias reason")
+        check_string(self.reason, "alias reason")
 
 
 #: The one metadata key a vector store interprets: ``search`` filters on it.
 ENTITY_TYPE_KEY = "entity_type"
-_MAX_METADATA_DEPTH = 32
-
-
-def _check_json_text(value: str, where: str) -> None:
-    # Postgres JSONB holds neither NUL nor a lone surrogate; refusing them here
-    # keeps every adapter agreeing on which records are legal.
-    if "\x00" in value:
-        raise ValueError(f"{where}: string contains a NUL byte")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{where}: string contains a lone surrogate") from None
-
-
-def check_metadata_value(value: object, where: str, depth: int = 0) -> None:
-    """Raise ``ValueError`` unless ``value`` is JSON that reads back unchanged
-    from every store: None, bool, int, finite float, str, list or str-keyed dict
-    (no tuples, which would come back as lists)."""
-    if depth > _MAX_METADATA_DEPTH:
-        raise ValueError(f"{where}: nested deeper than {_MAX_METADATA_DEPTH} levels")
-    if value is None or isinstance(value, bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where}: {value} is not a finite number")
-        return
-    if isinstance(value, str):
-        _check_json_text(value, where)
-        return
-    if isinstance(value, list):
-        for item in value:
-            check_metadata_value(item, where, depth + 1)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValueError(f"{where}: key {key!r} is not a string")
-            _check_json_text(key, where)
-            check_metadata_value(item, f"{where}.{key}", depth + 1)
-        return
-    raise ValueError(f"{where}: {type(value).__name__} is not JSON metadata")
-
-
-#: The text ``_check_json_text`` refuses: a NUL or a lone surrogate (which
-#: ``str.encode("utf-8")`` refuses, and nothing else).
-_NOT_JSON_TEXT = re.compile(r"[\x00\ud800-\udfff]")
-_TEXT = frozenset({str})
-
-
-def _check_metadata(metadata: object, where: str) -> None:
-    """:func:`check_metadata_value`, with a fast path for the common shape, a
-    flat dict of strings (what the vector fold writes): one type set and one
-    search over all its text instead of a call and an encode per string."""
-    if type(metadata) is dict:
-        texts = [*metadata, *metadata.values()]
-        if set(map(type, texts)) == _TEXT and not _NOT_JSON_TEXT.search("".join(texts)):
-            return
-    check_metadata_value(metadata, where)
-
-
-_PLAIN_NUMBERS = frozenset({float, int, bool})
-_FLOATS = frozenset({float})
-
-
-def _finite_numbers(values: tuple[object, ...]) -> bool:
-    """Every component an int or float and finite. The common case (plain
-    floats) runs in C: a record is built per entity per event, and a Python
-    loop over 384 components was about 7% of a worker's CPU (bench/e2e.py).
-
-    When every component is a ``float``, one ``sum`` settles it: adding floats
-    never raises, and a NaN or an infinity makes the sum NaN or infinite. A
-    non-finite sum of finite floats (it overflowed) goes on to the check per
-    component. ``sum`` takes about a quarter of the time of ``map(isfinite)``;
-    ints are left to ``isfinite``, which refuses one too large for a float."""
-    kinds = set(map(type, values))
-    if kinds <= _PLAIN_NUMBERS:
-        if kinds == _FLOATS and math.isfinite(sum(values)):  # type: ignore[arg-type]
-            return True
-        return all(map(math.isfinite, values))  # type: ignore[arg-type]
-    return all(isinstance(x, int | float) and math.isfinite(x) for x in values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,9 +151,9 @@ class VectorRecord:
         check_id_text(self.id, "vector id")
         if not self.vector:
             raise ValueError("a vector must have at least one component")
-        if not _finite_numbers(self.vector):
+        if not finite_numbers(self.vector):
             raise ValueError(f"vector {self.id!r} has a non-finite or non-numeric component")
-        _check_metadata(self.metadata, f"vector {self.id!r} metadata")
+        check_metadata(self.metadata, f"vector {self.id!r} metadata")
 
     @classmethod
     def from_floats(
@@ -331,7 +179,7 @@ class VectorRecord:
         if not finite:
             return cls(tenant_id, id, vector, metadata)
         check_id_text(id, "vector id")
-        _check_metadata(metadata, f"vector {id!r} metadata")
+        check_metadata(metadata, f"vector {id!r} metadata")
         record = object.__new__(cls)
         object.__setattr__(record, "tenant_id", tenant_id)
         object.__setattr__(record, "id", id)

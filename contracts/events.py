@@ -31,16 +31,18 @@ from pydantic import (
     model_validator,
 )
 
-from contracts.domain import (
+from contracts.domain import PropertyValue, RelationshipKey, blocking_key
+from contracts.errors import InvalidEventError, SchemaVersionTooNewError
+from contracts.ids import EntityId, TenantId, tenant_id
+from contracts.validation import (
+    FLOAT32_MAX,
+    MAX_ID_LENGTH,
     TYPE_PATTERN,
-    PropertyValue,
-    RelationshipKey,
-    blocking_key,
+    check_event_id_text,
     check_properties,
+    check_storable_text,
     check_type_name,
 )
-from contracts.errors import InvalidEventError, SchemaVersionTooNewError
-from contracts.ids import EntityId, TenantId, check_event_id_text, tenant_id
 
 #: The newest schema version this build understands.
 SCHEMA_VERSION = 1
@@ -50,9 +52,6 @@ MAX_ENTITIES_PER_DOCUMENT = 10_000
 MAX_RELATIONSHIPS_PER_DOCUMENT = 50_000
 MAX_IDS_PER_DECISION = 1_000
 MAX_EMBEDDING_DIMENSION = 4096
-#: The largest float32: pgvector stores float32 components and refuses one
-#: that would round to infinity, so the contract refuses anything beyond.
-FLOAT32_MAX = 3.4028234663852886e38
 #: A ``schema_version`` above this is not a version at all: dead-lettered,
 #: never a pause.
 MAX_SCHEMA_VERSION = 2**31 - 1
@@ -83,18 +82,6 @@ EVENT_TYPES = (
 )
 
 
-_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def _no_nul(value: str, what: str) -> str:
-    """Text both stores can hold: no NUL byte, no lone surrogate."""
-    if "\x00" in value:
-        raise ValueError(f"{what} contains a NUL byte")
-    if _LONE_SURROGATE.search(value):
-        raise ValueError(f"{what} contains a lone surrogate (not valid Unicode)")
-    return value
-
-
 def _quote(value: object) -> str:
     """``repr(value)``, cut short: a refusal names what it refused without
     copying a megabyte of it into a dead-letter header."""
@@ -109,7 +96,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-IdText = Annotated[str, Field(min_length=1, max_length=256)]
+IdText = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
 #: An embedding component: finite and representable as a float32.
 Float32 = Annotated[float, Field(allow_inf_nan=False, ge=-FLOAT32_MAX, le=FLOAT32_MAX)]
 
@@ -139,7 +126,7 @@ class ExtractedEntity(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        _no_nul(v, "entity name")
+        check_storable_text(v, "entity name")
         # What contracts.domain.Entity refuses: a name of whitespace only.
         if not v.strip():
             raise ValueError("entity name is blank (whitespace only)")
@@ -231,7 +218,7 @@ class DocumentExtracted(_Strict):
     @field_validator("extraction_model")
     @classmethod
     def _model(cls, v: str) -> str:
-        return _no_nul(v, "extraction_model")
+        return check_storable_text(v, "extraction_model")
 
     @model_validator(mode="after")
     def _consistent(self) -> DocumentExtracted:
@@ -274,7 +261,7 @@ class EntitiesMerged(_Strict):
         for a in self.absorbed_ids:
             check_event_id_text(a, "absorbed id")
         _check_decision_ids(self.canonical_id, self.absorbed_ids, "absorbed_ids")
-        _no_nul(self.reason, "reason")
+        check_storable_text(self.reason, "reason")
         return self
 
 
@@ -301,8 +288,8 @@ class ControlPayload(_Strict):
 
     @model_validator(mode="after")
     def _text(self) -> ControlPayload:
-        _no_nul(self.requested_by, "requested_by")
-        _no_nul(self.reason, "reason")
+        check_storable_text(self.requested_by, "requested_by")
+        check_storable_text(self.reason, "reason")
         return self
 
 
@@ -378,7 +365,7 @@ class _EnvelopeFields(_Strict):
     @field_validator("producer")
     @classmethod
     def _producer(cls, v: str) -> str:
-        return _no_nul(v, "producer")
+        return check_storable_text(v, "producer")
 
 
 class _FutureEnvelope(_EnvelopeFields):

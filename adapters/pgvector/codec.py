@@ -25,6 +25,8 @@ from typing import Any
 
 from pgvector import Vector
 
+from contracts.validation import FLOAT32_MAX, storable_text
+
 __all__ = [
     "FLOAT32_MAX",
     "decode_metadata",
@@ -33,8 +35,6 @@ __all__ = [
     "query_components",
     "storable_text",
 ]
-
-FLOAT32_MAX = 3.4028234663852886e38
 
 
 def encode_metadata(metadata: dict[str, Any]) -> str:
@@ -145,14 +145,3 @@ def query_components(vector: Sequence[float]) -> list[float]:
         return [float(x) for x in vector]
     _, exponent = math.frexp(largest)
     return [math.ldexp(float(x), -exponent) for x in vector]
-
-
-def storable_text(value: str) -> bool:
-    """Whether Postgres ``text`` can hold ``value`` (no NUL, no lone surrogate)."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -1,35 +1,29 @@
-"""The domain checks' fast paths refuse exactly what the straightforward
-checks refused, with the same errors, and accept the same values unchanged.
-Each fast path is compared with a copy of the code it replaced."""
+"""``VectorRecord`` refuses exactly what the plain checks refuse, and
+``from_floats`` makes what the constructor makes. The rules themselves, and
+their fast paths, are held to their plain forms in
+tests/unit/test_validation.py."""
 
 from __future__ import annotations
 
 import math
-from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from contracts import domain
-from contracts.domain import (
-    PROPERTY_KEY_PATTERN,
-    VectorRecord,
-    check_metadata_value,
-    check_properties,
-    check_property_value,
+from contracts.domain import VectorRecord
+from contracts.ids import EntityId, TenantId
+from contracts.validation import check_id_text, check_metadata_value
+from tests.unit.test_validation import (
+    FLOAT_OVERFLOW,
+    Text,
+    components,
+    metadata,
+    old_finite_numbers,
+    outcome,
+    texts,
 )
-from contracts.ids import EntityId, TenantId, check_id_text
-
-# -- the code the fast paths replaced ------------------------------------------
-
-
-def old_finite_numbers(values: tuple[object, ...]) -> bool:
-    if set(map(type, values)) <= frozenset({float, int, bool}):
-        return all(map(math.isfinite, values))  # type: ignore[arg-type]
-    return all(isinstance(x, int | float) and math.isfinite(x) for x in values)
 
 
 def old_vector_record_checks(id: str, vector: tuple[Any, ...], metadata: Any) -> None:
@@ -39,101 +33,6 @@ def old_vector_record_checks(id: str, vector: tuple[Any, ...], metadata: Any) ->
     if not old_finite_numbers(vector):
         raise ValueError(f"vector {id!r} has a non-finite or non-numeric component")
     check_metadata_value(metadata, f"vector {id!r} metadata")
-
-
-def old_check_properties(properties: dict[Any, Any], where: str) -> None:
-    for key, value in properties.items():
-        if not isinstance(key, str) or not PROPERTY_KEY_PATTERN.fullmatch(key):
-            raise ValueError(
-                f"{where}: property key {key!r} must match {PROPERTY_KEY_PATTERN.pattern}"
-            )
-        check_property_value(value, f"{where}.{key}")
-
-
-def outcome(call: Any, *args: Any) -> tuple[object, ...]:
-    try:
-        result = call(*args)
-    except Exception as exc:  # any error is an outcome to compare
-        return ("error", type(exc), str(exc))
-    return ("ok", repr(result))
-
-
-# -- values ---------------------------------------------------------------------
-
-
-class Real(float):
-    pass
-
-
-class Whole(int):
-    pass
-
-
-class Text(str):
-    pass
-
-
-FLOAT_OVERFLOW = 2**1024 - 2**970  # float() of it raises OverflowError
-odd_numbers = st.sampled_from(
-    [
-        math.nan,
-        math.inf,
-        -math.inf,
-        -0.0,
-        1.7976931348623157e308,
-        5e-324,
-        True,
-        False,
-        0,
-        2**63,
-        -(2**63),
-        2**63 - 1,
-        -(2**63) - 1,
-        FLOAT_OVERFLOW,
-        -FLOAT_OVERFLOW,
-        Real(0.5),
-        Real(math.nan),
-        Whole(3),
-        Whole(2**64),
-        Fraction(1, 3),
-        Decimal("0.5"),
-        "0.5",
-        None,
-    ]
-)
-components = st.one_of(
-    st.floats(),
-    st.floats(allow_nan=False, allow_infinity=False, min_value=-1.0, max_value=1.0),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    odd_numbers,
-)
-texts = st.text(max_size=6)  # every code point, lone surrogates and NUL included
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | texts | texts.map(Text),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.tuples(inner)
-        | st.dictionaries(texts | st.integers(), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
-metadata = st.one_of(
-    st.dictionaries(texts, texts, max_size=4),
-    st.dictionaries(texts | texts.map(Text) | st.integers(), json_values, max_size=3),
-    st.lists(texts, max_size=2),
-    st.just({}),
-)
-
-
-@given(vector=st.lists(components, max_size=6))
-@example(vector=[1e308, 1e308])  # finite, but the sum overflows
-@example(vector=[FLOAT_OVERFLOW, -FLOAT_OVERFLOW])  # cancel out in a sum
-@example(vector=[math.nan, FLOAT_OVERFLOW])
-@example(vector=[Fraction(1, 2), 0.5])  # sums to a float
-@example(vector=[math.inf, -math.inf])
-def test_finite_numbers_agrees_with_the_per_component_check(vector: list[Any]) -> None:
-    values = tuple(vector)
-    assert outcome(domain._finite_numbers, values) == outcome(old_finite_numbers, values)
 
 
 @given(
@@ -210,42 +109,3 @@ def test_from_floats_does_not_convert() -> None:
     assert record == VectorRecord(TenantId("t"), EntityId("e"), (0.5, -0.0), {"a": "b"})
     with pytest.raises(AttributeError):
         record.id = EntityId("f")  # type: ignore[misc]
-
-
-@given(metadata=metadata)
-@example(metadata={"a": "\x00"})
-@example(metadata={"\udfff": "a"})
-@example(metadata={"a": "b", "c": "\ud800"})
-@example(metadata={"a": "b", 1: "c"})
-def test_metadata_fast_path_refuses_what_the_full_check_refuses(metadata: Any) -> None:
-    assert outcome(domain._check_metadata, metadata, "m") == outcome(
-        check_metadata_value, metadata, "m"
-    )
-
-
-property_values = st.one_of(
-    components,
-    texts,
-    texts.map(Text),
-    st.lists(components | texts, max_size=3),
-    st.dictionaries(texts, texts, max_size=1),
-)
-
-
-@given(
-    properties=st.dictionaries(
-        st.sampled_from(["a", "b_1", "_c", "bad key", "9", ""]) | texts | st.integers(),
-        property_values,
-        max_size=4,
-    )
-)
-@example(properties={"a": 2**63})
-@example(properties={"a": -(2**63) - 1})
-@example(properties={"a": Whole(2**63)})
-@example(properties={"a": math.nan, "bad key": 1})
-@example(properties={"a": Real(math.inf)})
-@example(properties={"a": FLOAT_OVERFLOW})
-def test_property_checks_refuse_what_they_refused(properties: dict[Any, Any]) -> None:
-    assert outcome(check_properties, properties, "p") == outcome(
-        old_check_properties, properties, "p"
-    )

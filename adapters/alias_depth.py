@@ -1,4 +1,4 @@
-"""Alias chain depth (issue 15, bounds), computed the same way by every adapter
+"""Alias chain depth (docs/design.md 5.4), computed the same way by every adapter
 that has alias facts in memory (the Neo4j and pgvector adapters compute the
 same numbers in Cypher and SQL).
 

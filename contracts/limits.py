@@ -1,5 +1,5 @@
 """Configurable caps on what one event may hold and on what the stores keep
-(issue 15, bounds). The event contract (``contracts.events``) has fixed
+(docs/design.md 3). The event contract (``contracts.events``) has fixed
 ceilings; these caps can only be set at or below them, and ``streams.worker.decode``
 applies them after parsing, so a value over a cap is dead-lettered with a
 reason, in both stores alike.

@@ -1,4 +1,4 @@
-"""Bounded store calls (issue 15, bounds): the folds embed and write a run of
+"""Bounded store calls (docs/design.md 5.3): the folds embed and write a run of
 extractions in chunks of at most ``chunk`` items, in order, inside the same
 unit of work, so that a run of maximum-size events never becomes one
 embedding call or one statement of a hundred thousand rows. Chunking changes

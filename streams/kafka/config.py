@@ -1,5 +1,5 @@
 """One place that turns ``Settings`` into every Kafka client's configuration
-(issue 16): librdkafka's for the CLI tools, the publisher, the admin, the
+(docs/design.md 7.3): librdkafka's for the CLI tools, the publisher, the admin, the
 dead-letter sink, the DLQ reader and the replay tools (confluent-kafka), and
 aiokafka's for the worker (through Faust).
 

@@ -1,4 +1,4 @@
-"""OAUTHBEARER tokens for the worker's aiokafka client (issue 16), from the
+"""OAUTHBEARER tokens for the worker's aiokafka client (docs/design.md 7.3), from the
 same settings librdkafka reads for its own OIDC support, so the CLI's clients
 and the worker authenticate alike:
 

@@ -201,6 +201,18 @@ class Runtime:
 
 
 def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[faust.App, Runtime]:
+    """The worker: a Faust app whose one agent hands batches to the runtime,
+    with the timers and the HTTP pages around it."""
+    app = _faust_app(settings, instance_id)
+    topic = _events_topic(app, settings)
+    runtime = Runtime(app, settings)
+    _add_agent(app, topic, runtime, settings)
+    _add_timers(app, runtime, settings)
+    _add_pages(app, runtime)
+    return app, runtime
+
+
+def _faust_app(settings: Settings, instance_id: str | None) -> faust.App:
     kafka = client_configs(settings)
     app = faust.App(
         settings.group_id,
@@ -219,7 +231,7 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         consumer_group_instance_id=instance_id,
         # Faust's channel queue is bounded by count: sized so that it holds
         # no more bytes of maximum-size events than REDSTRING_READ_AHEAD_BYTES
-        # (issue 15).
+        # (docs/adr/0009-read-ahead-by-bytes.md).
         stream_buffer_maxsize=settings.queue_records(),
         # Faust's wait_empty (on every rebalance and at shutdown) waits for
         # every message handed to the agent's queue to be acked, but the same
@@ -229,8 +241,8 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         # the batch in hand is finished by the agent (shielded below), and a
         # batch that runs after its partition moved is fenced by the stores.
         stream_wait_empty=False,
-        # TLS and SASL exactly as the CLI's clients get them (issue 16): Faust
-        # reads the protocol off the credentials' type and SSL context.
+        # TLS and SASL exactly as the CLI's clients get them (docs/design.md
+        # 7.3): Faust reads the protocol off the credentials' type and SSL context.
         broker_credentials=faust_credentials(kafka.aiokafka),
         **kafka.faust,
     )
@@ -240,7 +252,11 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
             "CLI's clients only)",
             extra={"properties": list(kafka.cli_only)},
         )
-    topic = app.topic(
+    return app
+
+
+def _events_topic(app: faust.App, settings: Settings) -> Any:
+    return app.topic(
         settings.topic,
         key_type=bytes,
         value_type=bytes,
@@ -248,13 +264,14 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         value_serializer="raw",
         # Faust commits acked offsets on its own, and take_events acks every
         # record it hands over, applied or not (past a replay request, a
-        # refusal, records delivered twice after a seek): its commits ran
-        # ahead of the stores, and its own seeks to them skipped records
-        # (issue 14). The loop commits the stores' positions itself.
+        # refusal, records delivered twice after a seek): its commits would run
+        # ahead of the stores, and its own seeks to them skip records. The loop
+        # commits the stores' positions itself (docs/adr/0006-faust-seeks.md).
         acks=False,
     )
-    runtime = Runtime(app, settings)
 
+
+def _add_agent(app: faust.App, topic: Any, runtime: Runtime, settings: Settings) -> None:
     @app.agent(topic, concurrency=1)
     async def project(stream: Any) -> AsyncIterator[None]:
         read_ahead = ReadAhead(settings.read_ahead_bytes)
@@ -289,6 +306,8 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
 
     app.on_rebalance_complete.connect(on_rebalance_complete)  # type: ignore[arg-type]
 
+
+def _add_timers(app: faust.App, runtime: Runtime, settings: Settings) -> None:
     async def lag() -> None:
         await runtime.update_lag()
 
@@ -302,6 +321,8 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
     app.timer(interval=min(5.0, max(0.5, settings.stall_after_s / 3)))(stalls)
     app.timer(interval=3600.0)(expire)
 
+
+def _add_pages(app: faust.App, runtime: Runtime) -> None:
     @app.page("/livez")
     async def livez(web: Any, request: Any) -> Any:
         return web.json({"live": True})
@@ -317,5 +338,3 @@ def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[fa
         # aiohttp refuses a content_type argument with a charset in it, and
         # Prometheus' content type has one: pass it as the header instead.
         return web.bytes(body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    return app, runtime

@@ -1,4 +1,4 @@
-"""Sub-batches (issue 15, bounds): a batch handed over by the consumer is cut,
+"""Sub-batches (docs/adr/0009-read-ahead-by-bytes.md): a batch handed over by the consumer is cut,
 per partition and in offset order, into consecutive sub-batches bounded by
 records, bytes and entities, and each goes through the projector as a batch
 would, one after the other.
@@ -112,7 +112,7 @@ async def handle_bounded(
 
 class ReadAhead:
     """A byte budget on what the consumer has handed over but the loop has not
-    taken yet (issue 15, bounds): the worker's intake admits each value here
+    taken yet (docs/design.md 7.2): the worker's intake admits each value here
     before it joins the batch being gathered, and waits while the values
     admitted since the last batch would pass ``max_bytes``. The first value is
     always admitted, so one record over the budget still moves.

@@ -64,9 +64,7 @@ from projections.records import (
     Stopped,
     Tally,
 )
-from projections.verdicts import HALT, Agreement, Seat, Verdicts, agreement
-
-__all__ = ["PER_EVENT_ERRORS", "Admitted", "Fold", "LedgeredStore", "MergeRefused", "Verdicts"]
+from projections.verdicts import HALT, Agreement, Seat, agreement
 
 U = TypeVar("U", bound=ProjectionLedger)
 

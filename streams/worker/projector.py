@@ -12,10 +12,16 @@ Errors are classified (``contracts.errors.is_transient``): transient ones are
 retried with backoff for as long as they last; any other is retried at most
 ``max_attempts`` times within a batch, then the partition pauses with a fixed
 reason (the detail goes to the log). An error met while one event's effects
-are written is that event's refusal, in both stores alike (``projections.fold.
-Verdicts``). A worker told to stop abandons a batch whose stores keep failing
-at its next backoff: every unit of work has rolled back, and the checkpoints
-fence whatever a later batch does again.
+are written is that event's refusal, in both stores alike
+(``projections.verdicts.Verdicts``). A worker told to stop abandons a batch
+whose stores keep failing at its next backoff: every unit of work has rolled
+back, and the checkpoints fence whatever a later batch does again.
+
+A batch goes through named steps, each handing the next a value: select the
+records that continue the stores' position, decode them, dead-letter the
+values that are not events, apply the events to both stores (pass after pass
+while refusals are dead-lettered and skipped), and decide what the consumer
+does next.
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ from contracts.errors import SchemaVersionTooNewError, is_transient
 from contracts.events import TenantReplayRequestedEvent
 from contracts.limits import DEFAULT_LIMITS, EventLimits
 from contracts.signing import ControlKeys
-from projections.fold import Fold, Verdicts
+from projections.fold import Fold
 from projections.records import FoldReport, LogRecord
-from streams.worker.decode import decode
+from projections.verdicts import Verdicts
+from streams.worker.decode import Decoded, decode
 from streams.worker.metrics import Metrics
 
 log = logging.getLogger("redstring.projector")
@@ -162,6 +169,56 @@ def contiguous_run(
 #: Asks the broker for the offset of the first record at or after an offset
 #: (None if it cannot tell now, or there is none yet).
 Probe = Callable[[int, int], Awaitable[int | None]]
+
+
+class _Judged:
+    """The lowest checkpoint of the stores (``Projector.judged_through``), read
+    at most once a batch and only when a record needs it: most batches have no
+    letter to write. Records at or below it were judged before (a rebuild
+    window rescans them), so their dead letters are already written. A store
+    stops before an event it refuses, so it is below every refusal of the
+    batch whether it is read before the batch or after."""
+
+    def __init__(self, read: Callable[[], Awaitable[int]]) -> None:
+        self._read = read
+        self._value: int | None = None
+
+    async def get(self) -> int:
+        if self._value is None:
+            self._value = await self._read()
+        return self._value
+
+
+@dataclass(frozen=True, slots=True)
+class _Selected:
+    """The records of a batch that continue the stores' position (``needed``),
+    and the first offset missing after them, if any."""
+
+    records: list[RawRecord]
+    needed: int
+    hole: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    """The records decoded, and the dead letters of the values that are not
+    events. ``pause``: a newer schema version stopped the decoding before it;
+    ``truncated``: a replay request not judged yet ended it."""
+
+    records: list[LogRecord]
+    letters: list[DeadLetter]
+    pause: str | None = None
+    truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    """What the folds' passes over a batch did: events applied, where the
+    stores need the partition read from (None: ask them), and why to pause."""
+
+    applied: int = 0
+    after: int | None = None
+    pause: str | None = None
 
 
 class Projector:
@@ -301,7 +358,18 @@ class Projector:
     async def _handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
         if partition in self.health.paused:
             return Decision()
-        part = self.stream_partition(partition)
+        selected = await self._select(partition, records)
+        if isinstance(selected, Decision):
+            return selected
+        judged = _Judged(partial(self.judged_through, partition))
+        decoded = await self._decode(partition, selected.records, judged)
+        await self._dead_letter(partition, decoded.letters)
+        applied = await self._apply_records(partition, selected, decoded.records, judged)
+        return await self._decide(partition, selected, decoded, applied)
+
+    async def _select(self, partition: int, records: Sequence[RawRecord]) -> _Selected | Decision:
+        """The records that continue the stores' position, or what the consumer
+        does when none does."""
         needed = await self.position(partition)
         fresh, hole = await self._contiguous(partition, records, needed)
         if not fresh:
@@ -310,147 +378,176 @@ class Projector:
             # stores before committing or seeking to it.
             needed = await self.next_needed(partition)
             fresh, hole = await self._contiguous(partition, records, needed)
-        if not fresh:
-            if hole is None:
-                return Decision(commit=needed)
-            # The consumer is ahead of what the stores hold (a replay opened a
-            # window, or a seek or a record was lost): read the gap first.
-            self.metrics.seeks.labels(reason="ahead").inc()
-            return Decision(seek=needed)
+        if fresh:
+            return _Selected(fresh, needed, hole)
+        if hole is None:
+            return Decision(commit=needed)
+        # The consumer is ahead of what the stores hold (a replay opened a
+        # window, or a seek or a record was lost): read the gap first.
+        self.metrics.seeks.labels(reason="ahead").inc()
+        return Decision(seek=needed)
 
-        # Records at or below both checkpoints were judged before (a rebuild
-        # window rescans them): their dead letters are already written. Read
-        # only when a record needs it: most batches have no letter to write.
-        judged: int | None = None
-
-        async def judged_through() -> int:
-            nonlocal judged
-            if judged is None:
-                judged = await self.judged_through(partition)
-            return judged
-
-        log_records: list[LogRecord] = []
+    async def _decode(
+        self, partition: int, fresh: Sequence[RawRecord], judged: _Judged
+    ) -> _Decoded:
+        """Decode the records in order, up to a newer schema version (which
+        pauses the partition) or a replay request the stores have not judged."""
+        records: list[LogRecord] = []
         letters: list[DeadLetter] = []
-        pause: str | None = None
-        truncated = False
         async with self._decoding:
             for index, raw in enumerate(fresh):
                 if index and index % DECODE_SLICE == 0:
                     # Let the other partitions' units of work move on meanwhile.
                     await asyncio.sleep(0)
                 try:
-                    decoded = decode(
-                        raw.offset,
-                        raw.key,
-                        raw.value,
-                        self.control_key,
-                        topic_id=self.topic_id,
-                        partition=partition,
-                        partitions=self.partitions,
-                        logged_at=raw.logged_at,
-                        max_age=self.control_max_age,
-                        limits=self.limits,
-                    )
+                    decoded = self._decode_one(partition, raw)
                 except SchemaVersionTooNewError as exc:
-                    pause = str(exc)
-                    break
-                log_records.append(decoded.record)
-                if decoded.dead_letter_reason is not None and raw.offset > max(
-                    await judged_through(), self._lettered.get(partition, -1)
+                    return _Decoded(records, letters, pause=str(exc))
+                records.append(decoded.record)
+                reason = decoded.dead_letter_reason
+                if reason is not None and raw.offset > max(
+                    await judged.get(), self._lettered.get(partition, -1)
                 ):
-                    letters.append(
-                        DeadLetter(
-                            partition, raw.offset, raw.key, raw.value, decoded.dead_letter_reason
-                        )
-                    )
+                    letters.append(DeadLetter(partition, raw.offset, raw.key, raw.value, reason))
                 is_replay = isinstance(decoded.record.event, TenantReplayRequestedEvent)
-                if is_replay and raw.offset > await judged_through():
+                if is_replay and raw.offset > await judged.get():
                     # A store ends the batch at a replay request it has not seen and
                     # rescans the partition from the log start: judge nothing past it
                     # now, or its dead letters would be written again on the rescan.
-                    truncated = True
-                    break
-        if letters:
-            # Written before any checkpoint moves past them: never silently lost.
-            await self._retry(partition, lambda: self.dead_letters.send(letters))
-            self.metrics.dead_lettered.inc(len(letters))
-            self._lettered[partition] = max(letter.offset for letter in letters)
+                    return _Decoded(records, letters, truncated=True)
+        return _Decoded(records, letters)
 
-        applied = 0
-        after: int | None = None
-        if log_records:
-            started = time.monotonic()
-            log_start = await self._log_start(partition) if self._log_start else 0
-            pending, read_from = log_records, needed
-            # Each pass applies what is left of the batch; a pass that meets a
-            # refusal dead-letters it, skips it, and the next pass applies the
-            # records after it, which are in hand: no round trip to Kafka.
-            for _ in range(len(log_records) + 1):
-                reports = await self._apply(partition, pending, read_from, log_start)
-                applied += max(r.applied for r in reports)
-                if any(report.failed for report in reports):
-                    # Read now if not before: a store stops before an event it
-                    # refuses, so the lowest checkpoint is below every refusal of
-                    # this batch whether it is read before the batch or after.
-                    await judged_through()
-                await self._report(partition, reports, fresh, -1 if judged is None else judged)
-                # A fold stops before an event its store refuses; only now that the
-                # dead letter is written may the store move past it. A crash before
-                # this point refuses the event again (a duplicate letter, never a
-                # lost one).
-                for fold, report in zip(self.folds, reports, strict=True):
-                    for failure in report.failed:
-                        await self._retry(
-                            partition, partial(fold.skip_refused, part, failure.offset)
-                        )
-                halted = next((r.halted for r in reports if r.halted is not None), None)
-                if halted is not None:
-                    # The exception's text names the tenant and entity: log only.
-                    log.error(
-                        "a store is corrupt",
-                        extra={"partition": partition, "error": repr(halted)},
-                    )
-                    pause = (
-                        "the store is corrupt and needs an operator: "
-                        f"{type(halted).__name__} (details in the log)"
-                    )
-                    break
-                if not any(report.failed for report in reports):
-                    # Each fold reports the position its last unit of work left.
-                    after = min(report.next_needed_offset for report in reports)
-                    self._needed[partition] = after
-                    break
-                after = await self.next_needed(partition)  # skip_refused moved the stores
-                if any(report.replays_started for report in reports):
-                    break  # a rebuild window opened: the consumer seeks back
-                # The batch is a run from the stores' position (any offset it
-                # lacks holds no record), so what is left of it continues theirs.
-                pending = [record for record in pending if record.offset >= after]
-                if not pending:
-                    break
-                read_from = after
-            self.metrics.batch_latency.observe(time.monotonic() - started)
-            self.metrics.batch_size.observe(len(log_records))
+    def _decode_one(self, partition: int, raw: RawRecord) -> Decoded:
+        return decode(
+            raw.offset,
+            raw.key,
+            raw.value,
+            self.control_key,
+            topic_id=self.topic_id,
+            partition=partition,
+            partitions=self.partitions,
+            logged_at=raw.logged_at,
+            max_age=self.control_max_age,
+            limits=self.limits,
+        )
 
+    async def _dead_letter(self, partition: int, letters: Sequence[DeadLetter]) -> None:
+        if not letters:
+            return
+        # Written before any checkpoint moves past them: never silently lost.
+        await self._retry(partition, lambda: self.dead_letters.send(letters))
+        self.metrics.dead_lettered.inc(len(letters))
+        self._lettered[partition] = max(letter.offset for letter in letters)
+
+    async def _apply_records(
+        self,
+        partition: int,
+        selected: _Selected,
+        records: Sequence[LogRecord],
+        judged: _Judged,
+    ) -> _Applied:
+        if not records:
+            return _Applied()
+        started = time.monotonic()
+        log_start = await self._log_start(partition) if self._log_start else 0
+        applied = await self._passes(partition, selected, records, log_start, judged)
+        self.metrics.batch_latency.observe(time.monotonic() - started)
+        self.metrics.batch_size.observe(len(records))
+        return applied
+
+    async def _passes(
+        self,
+        partition: int,
+        selected: _Selected,
+        records: Sequence[LogRecord],
+        log_start: int,
+        judged: _Judged,
+    ) -> _Applied:
+        """Each pass applies what is left of the batch; a pass that meets a
+        refusal dead-letters it, skips it, and the next pass applies the records
+        after it, which are in hand: no round trip to Kafka."""
+        done = _Applied()
+        pending, read_from = records, selected.needed
+        for _ in range(len(records) + 1):
+            reports = await self._pass(partition, pending, read_from, log_start, selected, judged)
+            ended, resume = await self._after_pass(partition, reports)
+            after = ended.after if ended.after is not None else done.after
+            done = _Applied(done.applied + max(r.applied for r in reports), after, ended.pause)
+            if resume is None:
+                break
+            # The batch is a run from the stores' position (any offset it
+            # lacks holds no record), so what is left of it continues theirs.
+            pending = [record for record in pending if record.offset >= resume]
+            if not pending:
+                break
+            read_from = resume
+        return done
+
+    async def _pass(
+        self,
+        partition: int,
+        pending: Sequence[LogRecord],
+        read_from: int,
+        log_start: int,
+        selected: _Selected,
+        judged: _Judged,
+    ) -> list[FoldReport]:
+        reports = await self._apply(partition, pending, read_from, log_start)
+        await self._report(partition, reports, selected.records, judged)
+        # A fold stops before an event its store refuses; only now that the
+        # dead letter is written may the store move past it. A crash before
+        # this point refuses the event again (a duplicate letter, never a
+        # lost one).
+        part = self.stream_partition(partition)
+        for fold, report in zip(self.folds, reports, strict=True):
+            for failure in report.failed:
+                await self._retry(partition, partial(fold.skip_refused, part, failure.offset))
+        return reports
+
+    async def _after_pass(
+        self, partition: int, reports: Sequence[FoldReport]
+    ) -> tuple[_Applied, int | None]:
+        """Where the stores stand after a pass, and where the next pass reads
+        the rest of the batch from (None: there is no next pass)."""
+        halted = next((r.halted for r in reports if r.halted is not None), None)
+        if halted is not None:
+            # The exception's text names the tenant and entity: log only.
+            log.error("a store is corrupt", extra={"partition": partition, "error": repr(halted)})
+            reason = f"{type(halted).__name__} (details in the log)"
+            return _Applied(pause=f"the store is corrupt and needs an operator: {reason}"), None
+        if not any(report.failed for report in reports):
+            # Each fold reports the position its last unit of work left.
+            after = min(report.next_needed_offset for report in reports)
+            self._needed[partition] = after
+            return _Applied(after=after), None
+        after = await self.next_needed(partition)  # skip_refused moved the stores
+        if any(report.replays_started for report in reports):
+            return _Applied(after=after), None  # a rebuild window opened: the consumer seeks back
+        return _Applied(after=after), after
+
+    async def _decide(
+        self, partition: int, selected: _Selected, decoded: _Decoded, applied: _Applied
+    ) -> Decision:
+        pause = applied.pause if applied.pause is not None else decoded.pause
         if pause is not None:
             self.health.paused[partition] = pause
             log.error("pausing partition", extra={"partition": partition, "reason": pause})
-            return Decision(pause=pause, applied=applied)
-
+            return Decision(pause=pause, applied=applied.applied)
+        after = applied.after
         if after is None:
             after = await self.next_needed(partition)
-        last = log_records[-1].offset
-        if after <= last:
+        if after <= decoded.records[-1].offset:
             # A store asked for an earlier offset (a rebuild window opened, or
             # the records after a refused event are still to be applied).
             self.metrics.seeks.labels(reason="replay").inc()
-            return Decision(seek=after, applied=applied)
-        if truncated or hole is not None:
+            return Decision(seek=after, applied=applied.applied)
+        if decoded.truncated or selected.hole is not None:
             # The consumer has read past the records left out of this batch
             # (after a replay request, or after a record it did not hand over).
-            self.metrics.seeks.labels(reason="hole" if hole is not None else "replay").inc()
-            return Decision(seek=after, applied=applied)
-        return Decision(commit=after, applied=applied)
+            reason = "hole" if selected.hole is not None else "replay"
+            self.metrics.seeks.labels(reason=reason).inc()
+            return Decision(seek=after, applied=applied.applied)
+        return Decision(commit=after, applied=applied.applied)
 
     async def _apply(
         self, partition: int, records: Sequence[LogRecord], read_from: int, log_start: int
@@ -504,7 +601,7 @@ class Projector:
         partition: int,
         reports: Sequence[FoldReport],
         raws: Sequence[RawRecord],
-        judged: int,
+        judged: _Judged,
     ) -> None:
         by_offset = {r.offset: r for r in raws}
         failed: dict[int, str] = {}
@@ -512,7 +609,7 @@ class Projector:
             for failure in report.failed:
                 # A refusal met again while a replay re-applies the tenant's
                 # history was dead-lettered when the event was first applied.
-                if failure.offset > judged:
+                if failure.offset > await judged.get():
                     failed.setdefault(failure.offset, failure.reason)
         for store, report in zip(("graph", "vector"), reports, strict=False):
             self.metrics.applied.labels(store=store).inc(report.applied)

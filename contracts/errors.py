@@ -156,3 +156,29 @@ class AliasChainTooDeepError(PermanentStoreError):
             f"tenant {tenant_id!r}: the alias chain through {entity_id!r} would be longer "
             f"than {limit} hops (REDSTRING_MAX_ALIAS_DEPTH)"
         )
+
+
+class ReadOnlyStoreError(RedstringError):
+    """A write, or a unit of work, was asked of a store opened read-only
+    (docs/adr/0016-read-only-open.md); nothing reached the database."""
+
+    def __init__(self, store: str, call: str) -> None:
+        self.store = store
+        self.call = call
+        super().__init__(
+            f"{store} was opened read-only and refuses {call}; the workers write, "
+            "readers open with open_readers(settings) or read_only=True"
+        )
+
+
+class StoreSchemaError(RedstringError):
+    """A store opened read-only found a schema it cannot read: none at all,
+    an older one with migrations pending, or a newer one than this code
+    knows (docs/adr/0016-read-only-open.md). ``problem`` says what is
+    wrong, ``remedy`` what to run."""
+
+    def __init__(self, store: str, problem: str, remedy: str) -> None:
+        self.store = store
+        self.problem = problem
+        self.remedy = remedy
+        super().__init__(f"{store}: {problem}; {remedy}")

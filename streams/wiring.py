@@ -1,5 +1,6 @@
 """The composition root: opens the two stores and the embedder from the
-settings, and builds the folds over them. The worker, the dry run
+settings (for writing, or read-only for readers), and builds the folds over
+them. The worker, the dry run
 (``redstring fold``) and the tools (``redstring skip``) all build their folds
 here, so that they apply events alike."""
 
@@ -24,8 +25,9 @@ HASHING_MODEL = "redstring-hashing-v1"
 
 @dataclass
 class Stores:
-    """What ``open_stores`` opened: the graph store, the vector store and the
-    embedder the vectors are made with. ``aclose`` closes both stores."""
+    """What ``open_stores`` or ``open_readers`` opened: the graph store, the
+    vector store and the embedder the vectors are made with. ``aclose``
+    closes both stores."""
 
     graph: ProjectedGraphStore
     vector: ProjectedVectorStore
@@ -77,8 +79,8 @@ async def open_stores(settings: Settings) -> Stores:
     bound to the embedder's identity, each with its schema bootstrapped or
     migrated. Either both stores are returned open or neither is: if the
     second fails to open, the first is closed before the error propagates.
-    The caller closes them with ``Stores.aclose``. Readers who need only one
-    store open it directly (docs/readers.md).
+    The caller closes them with ``Stores.aclose``. Readers open them with
+    ``open_readers`` instead (docs/readers.md).
 
     Args:
         settings: The ``REDSTRING_*`` configuration: ``neo4j_uri``,
@@ -114,6 +116,65 @@ async def open_stores(settings: Settings) -> Stores:
             await stores.aclose()
         ```
     """
+    return await _open(settings, read_only=False)
+
+
+async def open_readers(settings: Settings) -> Stores:
+    """Open Neo4j and Postgres/pgvector read-only, as configured: the one
+    way a downstream service opens the stores (docs/readers.md).
+
+    Builds the embedder (``make_embedder``), then opens the graph store and
+    the vector store with ``read_only=True``, with the database, schema and
+    alias depth of the settings, so a reader reads exactly what the workers
+    of the same settings write. Nothing is created or written: each store
+    checks that its schema is one this code reads and refuses to open
+    otherwise, every statement runs in a read-only session, and a write
+    raises ``ReadOnlyStoreError`` (docs/adr/0016-read-only-open.md). A
+    Postgres role with only ``USAGE`` on the schema and ``SELECT`` on its
+    tables is enough. Either both stores are returned open or neither is.
+    The caller closes them with ``Stores.aclose``.
+
+    Args:
+        settings: The ``REDSTRING_*`` configuration: ``neo4j_uri``,
+            ``neo4j_user``, ``neo4j_password``, ``neo4j_database``,
+            ``pg_dsn``, ``pg_schema``, ``embedding_model``,
+            ``embedding_dimension`` and ``max_alias_depth``; the same as
+            the workers', except the credentials may be a read-only role's.
+
+    Returns:
+        ``Stores`` holding the read-only ``graph`` and ``vector`` stores and
+        the ``embedder`` to embed queries with.
+
+    Raises:
+        FileNotFoundError: The embedding model directory does not exist.
+        StoreSchemaError: A store is not initialised, has migrations
+            pending, is newer than this code, or this role may not read it;
+            the message says what to run.
+        EmbeddingIdentityMismatchError: The vector schema holds vectors of
+            another model or dimension than ``make_embedder(settings)``.
+        neo4j.exceptions.ServiceUnavailable: Neo4j is unreachable.
+        TransientStoreError: Postgres stayed unreachable through every
+            retry.
+
+    Example:
+        ```python
+        from streams.sdk import open_readers
+        from streams.settings import Settings
+
+        readers = await open_readers(Settings())
+        try:
+            canonical = (await readers.graph.resolve_entity_ids("acme", ["ada"]))["ada"]
+            nearby = await readers.graph.neighbors("acme", canonical)
+            query = await readers.embedder.embed_query("analytical engine")
+            matches = await readers.vector.search("acme", query, k=5, entity_type="Person")
+        finally:
+            await readers.aclose()
+        ```
+    """
+    return await _open(settings, read_only=True)
+
+
+async def _open(settings: Settings, *, read_only: bool) -> Stores:
     from adapters.neo4j import Neo4jGraphStore
     from adapters.pgvector import PgVectorStore
 
@@ -126,6 +187,7 @@ async def open_stores(settings: Settings) -> Stores:
             settings.neo4j_password.get_secret_value(),
             database=settings.neo4j_database,
             max_alias_depth=settings.max_alias_depth,
+            read_only=read_only,
         )
         stack.push_async_callback(graph.aclose)
         vector = await PgVectorStore.open(
@@ -133,6 +195,7 @@ async def open_stores(settings: Settings) -> Stores:
             embedder.identity,
             schema=settings.pg_schema,
             max_alias_depth=settings.max_alias_depth,
+            read_only=read_only,
         )
         stack.push_async_callback(vector.aclose)
     except BaseException:

@@ -77,11 +77,21 @@ class Runner(Protocol):
 class ManagedRunner:
     """Each statement is its own managed transaction, retried by the driver."""
 
-    def __init__(self, driver: AsyncDriver, database: str, holders: set[asyncio.Task[Any]]) -> None:
+    def __init__(
+        self,
+        driver: AsyncDriver,
+        database: str,
+        holders: set[asyncio.Task[Any]],
+        *,
+        read_only: bool = False,
+    ) -> None:
         self._driver = driver
         self._database = database
         self._holders = holders
         self._closed = False
+        # A reader's statements all run in read access mode, so the server
+        # refuses a write that gets this far (docs/adr/0016-read-only-open.md).
+        self._read_only = read_only
 
     def check_open(self) -> None:
         if self._closed:
@@ -108,7 +118,9 @@ class ManagedRunner:
                 query,
                 params,
                 database_=self._database,
-                routing_=RoutingControl.WRITE if write else RoutingControl.READ,
+                routing_=RoutingControl.WRITE
+                if write and not self._read_only
+                else RoutingControl.READ,
             )
         except (Neo4jError, DriverError) as exc:
             raise translate(exc, blame) from exc

@@ -10,6 +10,11 @@ and the checkpoint is compared and advanced under that lock. The same first
 statement reads the partition's checkpoint and rebuild markers, which the unit
 of work then serves from memory; its checkpoint advance and applied event ids
 are written by one statement just before commit (ADR 0004).
+
+``open(..., read_only=True)`` opens a reader: nothing is created, the schema
+is checked instead (read_only.py), every statement runs in read access mode,
+and writes are refused before they reach the database
+(docs/adr/0016-read-only-open.md).
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from neo4j.exceptions import DriverError, Neo4jError
 
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
 from adapters.direct_calls import reads, writes
+from adapters.neo4j.read_only import check_schema
 from adapters.neo4j.runner import Blame, ManagedRunner, TransactionRunner, translate
 from adapters.neo4j.schema import bootstrap
 from adapters.neo4j.view import Neo4jGraphView
 from contracts.domain import StreamPartition
+from contracts.errors import ReadOnlyStoreError
 from contracts.ports.lifecycle import ClosingContext
 
 if TYPE_CHECKING:
@@ -48,11 +55,13 @@ class Neo4jGraphStore(ClosingContext):
         *,
         owns_driver: bool = True,
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
+        read_only: bool = False,
     ) -> None:
         # Tasks inside a unit of work: a direct write from one would wait on
         # locks its own transaction holds.
         self._holders: set[asyncio.Task[Any]] = set()
-        self._managed = ManagedRunner(driver, database, self._holders)
+        self._managed = ManagedRunner(driver, database, self._holders, read_only=read_only)
+        self._read_only = read_only
         # Each of its statements is a transaction of its own, so one view
         # serves every direct call.
         self._direct = Neo4jGraphView(self._managed)
@@ -70,9 +79,11 @@ class Neo4jGraphStore(ClosingContext):
         *,
         database: str = DEFAULT_DATABASE,
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
+        read_only: bool = False,
         **driver_config: Any,
     ) -> Self:
-        """Connect, bootstrap the schema (idempotent), and return the store.
+        """Connect, bootstrap the schema (idempotent), and return the store;
+        or, with ``read_only=True``, check the schema without writing.
 
         Guarantees that the returned store can reach the database (the
         driver's connectivity check passed) and that every constraint and
@@ -96,6 +107,11 @@ class Neo4jGraphStore(ClosingContext):
                 ``REDSTRING_MAX_ALIAS_DEPTH``; see ``adapters.alias_depth``).
                 Readers and workers of one deployment should use the same
                 value.
+            read_only: Open for reading only (default ``False``): nothing
+                is created; every schema rule must already exist and be
+                online; every statement runs in read access mode; writes
+                and ``unit_of_work`` raise ``ReadOnlyStoreError`` without
+                reaching Neo4j (docs/adr/0016-read-only-open.md).
             **driver_config: Passed to ``neo4j.AsyncGraphDatabase.driver``
                 (e.g. ``max_connection_pool_size=50``,
                 ``connection_timeout=5.0``). Schema notifications are off
@@ -109,8 +125,10 @@ class Neo4jGraphStore(ClosingContext):
                 reached.
             neo4j.exceptions.AuthError: ``user``/``password`` are refused.
             neo4j.exceptions.Neo4jError: Creating the schema failed (e.g. the
-                user may not create constraints). The driver is closed before
-                any of these propagates.
+                user may not create constraints).
+            StoreSchemaError: ``read_only`` and the schema is missing,
+                incomplete or not online; the message says what to run.
+                The driver is closed before any of these propagates.
 
         Example:
             ```python
@@ -128,11 +146,14 @@ class Neo4jGraphStore(ClosingContext):
         driver = AsyncGraphDatabase.driver(uri, auth=(user, password), **driver_config)
         try:
             await driver.verify_connectivity()
-            await bootstrap(driver, database)
+            if read_only:
+                await check_schema(driver, database)
+            else:
+                await bootstrap(driver, database)
         except BaseException:
             await driver.close()
             raise
-        return cls(driver, database, max_alias_depth=max_alias_depth)
+        return cls(driver, database, max_alias_depth=max_alias_depth, read_only=read_only)
 
     @property
     def max_alias_depth(self) -> int:
@@ -142,7 +163,17 @@ class Neo4jGraphStore(ClosingContext):
     async def _direct_read(self, name: str, call: Callable[[Neo4jGraphView], Awaitable[T]]) -> T:
         return await call(self._direct)
 
+    @property
+    def read_only(self) -> bool:
+        """Opened with ``read_only=True``: writes are refused."""
+        return self._read_only
+
+    def _refuse_if_read_only(self, call: str) -> None:
+        if self._read_only:
+            raise ReadOnlyStoreError(f"Neo4jGraphStore (database {self._database!r})", call)
+
     async def _direct_write(self, name: str, call: Callable[[Neo4jGraphView], Awaitable[T]]) -> T:
+        self._refuse_if_read_only(name)
         # The managed runner refuses a write from inside this task's own unit
         # of work, and the driver retries transient failures.
         return await call(self._direct)
@@ -150,6 +181,7 @@ class Neo4jGraphStore(ClosingContext):
     @asynccontextmanager
     async def unit_of_work(self, partition: StreamPartition) -> AsyncIterator[GraphUnitOfWork]:
         self._managed.check_open()
+        self._refuse_if_read_only("unit_of_work")
         task = asyncio.current_task()
         if task is None or task in self._holders:
             raise RuntimeError(

@@ -10,6 +10,10 @@ append a new version instead.
 The vectors' dimension is part of the column type (``vector(n)``), so it is
 fixed when version 1 runs: one schema holds one embedding identity, recorded in
 ``embedding_identity`` and checked on every open.
+
+``check_readable`` is the read-only open's counterpart of ``migrate``: it
+reads what ``migrate`` would write and changes nothing
+(docs/adr/0016-read-only-open.md).
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ import asyncpg
 
 from adapters.pgvector.sql import quote_identifier
 from contracts.domain import EmbeddingIdentity
-from contracts.errors import EmbeddingIdentityMismatchError
+from contracts.errors import EmbeddingIdentityMismatchError, StoreSchemaError
 
-__all__ = ["MIGRATIONS", "Migration", "migrate"]
+__all__ = ["MIGRATIONS", "Migration", "check_readable", "migrate"]
 
 # One key for every redstring schema in the database: CREATE EXTENSION is
 # database-wide, and opens are rare enough that queueing them all costs nothing.
@@ -147,9 +151,7 @@ async def migrate(
 
 
 async def _bind_identity(conn: asyncpg.Connection, s: str, identity: EmbeddingIdentity) -> None:
-    stored = await conn.fetchrow(
-        f"SELECT model, dimension, document_prefix, query_prefix FROM {s}.embedding_identity"
-    )
+    stored = await _stored_identity(conn, s)
     if stored is None:
         await conn.execute(
             f"INSERT INTO {s}.embedding_identity "
@@ -160,14 +162,104 @@ async def _bind_identity(conn: asyncpg.Connection, s: str, identity: EmbeddingId
             identity.query_prefix,
         )
         return
-    difference = EmbeddingIdentity(
+    _check_identity(stored, identity)
+
+
+async def _stored_identity(conn: asyncpg.Connection, s: str) -> EmbeddingIdentity | None:
+    stored = await conn.fetchrow(
+        f"SELECT model, dimension, document_prefix, query_prefix FROM {s}.embedding_identity"
+    )
+    if stored is None:
+        return None
+    return EmbeddingIdentity(
         model=stored["model"],
         dimension=stored["dimension"],
         document_prefix=stored["document_prefix"],
         query_prefix=stored["query_prefix"],
-    ).first_difference(identity)
+    )
+
+
+def _check_identity(stored: EmbeddingIdentity, identity: EmbeddingIdentity) -> None:
+    difference = stored.first_difference(identity)
     if difference is not None:
         raise EmbeddingIdentityMismatchError(*difference)
+
+
+#: What a read-only open tells an operator to run when the schema is missing
+#: or behind: something that opens the store for writing migrates it.
+MIGRATE_REMEDY = (
+    "run `redstring migrate` (or start a worker, which migrates on open) with a role "
+    "that may create the schema, then open the reader again"
+)
+
+
+async def check_readable(
+    conn: asyncpg.Connection, schema: str, identity: EmbeddingIdentity, *, hnsw: bool
+) -> str:
+    """Check, reading only, that ``schema`` is at exactly the migrations this
+    code knows and bound to ``identity``; returns the schema the ``vector``
+    extension lives in. Raises ``StoreSchemaError`` naming what is wrong and
+    what to run, or ``EmbeddingIdentityMismatchError``."""
+    where = f"pgvector schema {schema!r}"
+    s = quote_identifier(schema)
+    # The catalogs are readable by every role, so a missing schema or table
+    # is told apart from one this role may not read.
+    extension_schema = await conn.fetchval(
+        "SELECT n.nspname FROM pg_extension e "
+        "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+    )
+    tracked = await conn.fetchval(
+        "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = $1 AND c.relname = 'schema_migrations'",
+        schema,
+    )
+    if extension_schema is None or not tracked:
+        raise StoreSchemaError(
+            where, "the store is not initialised (no migrations)", MIGRATE_REMEDY
+        )
+    try:
+        applied = {
+            r["version"] for r in await conn.fetch(f"SELECT version FROM {s}.schema_migrations")
+        }
+        stored = await _stored_identity(conn, s) if applied else None
+    except asyncpg.InsufficientPrivilegeError as exc:
+        raise StoreSchemaError(
+            where,
+            f"this role may not read the store ({exc})",
+            f"grant it USAGE on schema {s} and SELECT on all tables in schema {s}",
+        ) from exc
+    known = {m.version for m in MIGRATIONS}
+    newest = max(known)
+    if applied - known:
+        raise StoreSchemaError(
+            where,
+            f"the schema is at version {max(applied)}, newer than this code understands "
+            f"(up to {newest})",
+            "upgrade this reader to the redstring version the workers run",
+        )
+    if known - applied:
+        at = max(applied, default=0)
+        raise StoreSchemaError(
+            where,
+            f"the schema is at version {at}, this code reads version {newest}",
+            MIGRATE_REMEDY,
+        )
+    if stored is None:
+        raise StoreSchemaError(where, "no embedding identity is recorded", MIGRATE_REMEDY)
+    _check_identity(stored, identity)
+    if hnsw:
+        indexed = await conn.fetchval(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = $2",
+            schema,
+            HNSW_INDEX,
+        )
+        if not indexed:
+            raise StoreSchemaError(
+                where,
+                "hnsw=True but the schema has no HNSW index",
+                "open it once for writing with hnsw=True, or read with hnsw=False",
+            )
+    return str(extension_schema)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -13,6 +13,10 @@ transaction, and locks the partition's checkpoint row before handing out the
 view; nothing in it is retried (see errors.py): a transient failure surfaces
 as ``TransientStoreError`` and the caller redoes the whole batch.
 
+``read_only=True`` opens a reader: no DDL, every connection read-only, the
+schema's migrations and identity checked instead of applied, and a write
+refused before it reaches Postgres (docs/adr/0016-read-only-open.md).
+
 Search is exact by default (docs/adr/0005-pgvector-exact-search.md).
 ``hnsw=True`` builds an HNSW index and answers from it with iterative scans:
 faster on large tenants, approximate, and not what the compliance suite states.
@@ -38,7 +42,7 @@ from adapters.pgvector.errors import (
     translated,
     with_retries,
 )
-from adapters.pgvector.migrations import migrate
+from adapters.pgvector.migrations import check_readable, migrate
 from adapters.pgvector.sql import Statements, quote_identifier
 from adapters.pgvector.unit_of_work import PgUnitOfWork
 from adapters.pgvector.vectors import plan_search, plan_upsert
@@ -49,6 +53,7 @@ from contracts.domain import (
     VectorMatch,
     VectorRecord,
 )
+from contracts.errors import ReadOnlyStoreError
 from contracts.ids import TenantId
 from contracts.ids import tenant_id as valid_tenant_id
 from contracts.ports.lifecycle import ClosingContext
@@ -100,8 +105,10 @@ class PgVectorStore(ClosingContext):
         approximate: bool,
         retry: RetryPolicy,
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
+        read_only: bool = False,
     ) -> None:
         self.max_alias_depth = max_alias_depth  # adapters.alias_depth
+        self._read_only = read_only
         self._pool = pool
         self._sql = sql
         self._identity = identity
@@ -123,10 +130,12 @@ class PgVectorStore(ClosingContext):
         hnsw: bool = False,
         retry: RetryPolicy | None = None,
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
+        read_only: bool = False,
     ) -> PgVectorStore:
         """Migrate ``schema`` (idempotent; safe from several workers at once),
         check or record ``identity`` (``EmbeddingIdentityMismatchError`` if the
-        schema holds another), and open a pool of ``min_size``..``max_size``.
+        schema holds another), and open a pool of ``min_size``..``max_size``;
+        or, with ``read_only=True``, check both without writing anything.
 
         Guarantees that the returned store's schema is at the current
         migration, that its vectors were made by ``identity`` (model and
@@ -158,6 +167,14 @@ class PgVectorStore(ClosingContext):
             max_alias_depth: The longest alias chain, in hops, that writes may
                 create and resolution will follow (default 32,
                 ``REDSTRING_MAX_ALIAS_DEPTH``; see ``adapters.alias_depth``).
+            read_only: Open for reading only (default ``False``): no DDL and
+                no writes, so a role with only ``USAGE`` on ``schema`` and
+                ``SELECT`` on its tables can open it. Every connection is
+                read-only (``default_transaction_read_only``); the schema
+                must already be at this code's migrations and bound to
+                ``identity``; writes and ``unit_of_work`` raise
+                ``ReadOnlyStoreError`` without reaching Postgres
+                (docs/adr/0016-read-only-open.md).
 
         Returns:
             The open ``PgVectorStore``, an async context manager.
@@ -167,6 +184,9 @@ class PgVectorStore(ClosingContext):
                 connecting).
             EmbeddingIdentityMismatchError: The schema holds vectors of
                 another model or dimension.
+            StoreSchemaError: ``read_only`` and the schema is missing, has
+                migrations pending, is newer than this code, or this role
+                may not read it; the message says what to run.
             TransientStoreError: Postgres stayed unreachable (or starting,
                 or out of connections) through every retry.
             asyncpg.PostgresError: Anything else Postgres refuses (bad
@@ -193,18 +213,23 @@ class PgVectorStore(ClosingContext):
         policy = retry or RetryPolicy()
         sql = Statements(schema)
 
+        # A reader's session refuses writes itself, whatever reaches it.
+        session = {"default_transaction_read_only": "on"} if read_only else {}
+
         async def bootstrap() -> str:
             with translated("pgvector.open"):
-                conn = await asyncpg.connect(dsn)
+                conn = await asyncpg.connect(dsn, server_settings=session)
             try:
                 with translated("pgvector.open"):
+                    if read_only:
+                        return await check_readable(conn, schema, identity, hnsw=hnsw)
                     return await migrate(conn, schema, identity, hnsw=hnsw)
             finally:
                 with suppress(Exception):
                     await conn.close()
 
         extension_schema = await with_retries(policy, bootstrap)
-        settings = {"search_path": quote_identifier(extension_schema)}
+        settings = {"search_path": quote_identifier(extension_schema), **session}
         if hnsw:
             # Keep scanning the index until k rows pass the tenant filter
             # (pgvector >= 0.8); a session default, so every query gets it.
@@ -229,6 +254,7 @@ class PgVectorStore(ClosingContext):
             approximate=hnsw,
             retry=policy,
             max_alias_depth=max_alias_depth,
+            read_only=read_only,
         )
 
     @property
@@ -247,6 +273,16 @@ class PgVectorStore(ClosingContext):
         view = PgUnitOfWork(conn, self._sql, self._identity, self._approximate)
         view.max_alias_depth = self.max_alias_depth
         return view
+
+    @property
+    def read_only(self) -> bool:
+        """Opened with ``read_only=True``: writes are refused."""
+        return self._read_only
+
+    def _refuse_write(self, call: str) -> None:
+        if self._read_only:
+            raise ReadOnlyStoreError(f"PgVectorStore (schema {self.schema!r})", call)
+        self._refuse_inside_own_unit_of_work()
 
     def _refuse_inside_own_unit_of_work(self) -> None:
         task = asyncio.current_task()
@@ -269,8 +305,9 @@ class PgVectorStore(ClosingContext):
 
     async def _direct_write(self, name: str, call: Callable[[PgUnitOfWork], Awaitable[T]]) -> T:
         """Run ``call`` in a short transaction of its own, retried per the
-        store's policy; refused inside this task's own unit of work."""
-        self._refuse_inside_own_unit_of_work()
+        store's policy; refused inside this task's own unit of work and by
+        a read-only store."""
+        self._refuse_write(name)
         where = f"pgvector.{name}"
 
         async def attempt() -> T:
@@ -293,7 +330,7 @@ class PgVectorStore(ClosingContext):
 
     @asynccontextmanager
     async def _unit_of_work(self, partition: StreamPartition) -> AsyncIterator[PgUnitOfWork]:
-        self._refuse_inside_own_unit_of_work()
+        self._refuse_write("unit_of_work")
         where = "pgvector.unit_of_work"
         with translated(where):
             conn = await self._pool.acquire()

@@ -4,7 +4,7 @@ and open the stores to read them."""
 
 from streams.sdk.publisher import Publisher, PublishError
 from streams.sdk.read_your_writes import NotProjectedError, wait_until_projected
-from streams.wiring import Stores, make_embedder, open_stores
+from streams.wiring import Stores, make_embedder, open_readers, open_stores
 
 __all__ = [
     "NotProjectedError",
@@ -12,6 +12,7 @@ __all__ = [
     "Publisher",
     "Stores",
     "make_embedder",
+    "open_readers",
     "open_stores",
     "wait_until_projected",
 ]

@@ -24,7 +24,7 @@ from adapters.neo4j import Neo4jGraphStore
 from adapters.pgvector import PgVectorStore
 from streams.sdk.publisher import Publisher
 from streams.sdk.read_your_writes import wait_until_projected
-from streams.wiring import make_embedder, open_stores
+from streams.wiring import make_embedder, open_readers, open_stores
 
 #: (name, the object whose docstring documents it, the callable whose
 #: signature it documents). A class documents its ``__init__``.
@@ -37,6 +37,7 @@ PUBLIC: list[tuple[str, Any, Callable[..., Any]]] = [
     ("Neo4jGraphStore.open", Neo4jGraphStore.open, Neo4jGraphStore.open),
     ("PgVectorStore.open", PgVectorStore.open, PgVectorStore.open),
     ("open_stores", open_stores, open_stores),
+    ("open_readers", open_readers, open_readers),
     ("make_embedder", make_embedder, make_embedder),
 ]
 #: Those without a result to document (a constructor).

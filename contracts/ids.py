@@ -9,10 +9,6 @@ from __future__ import annotations
 import re
 from typing import NewType
 
-# adapters/memory/vector.py and adapters/pgvector/vectors.py still import the
-# id rule from here.
-from contracts.validation import check_id_text as check_id_text
-
 TenantId = NewType("TenantId", str)
 EntityId = NewType("EntityId", str)
 EventId = NewType("EventId", str)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 # -- numbers --------------------------------------------------------------------
 
@@ -215,6 +215,19 @@ def check_property_value(value: object, where: str) -> None:
     _check_scalar(value, where)
 
 
+def check_property_key(key: object, where: str) -> None:
+    """A property key matches :data:`PROPERTY_KEY_PATTERN` (keys become
+    property and column names in the stores)."""
+    if not isinstance(key, str) or not PROPERTY_KEY_PATTERN.fullmatch(key):
+        raise ValueError(f"{where}: property key {key!r} must match {PROPERTY_KEY_PATTERN.pattern}")
+
+
+def check_query_vector(vector: Sequence[float], where: str) -> None:
+    """A search vector: every component an int or float and finite."""
+    if not finite_numbers(tuple(vector)):
+        raise ValueError(f"{where}: the query vector has a non-finite component")
+
+
 def check_properties(properties: Mapping[str, object], where: str) -> None:
     """Every key matches :data:`PROPERTY_KEY_PATTERN` and every value passes
     :func:`check_property_value`.
@@ -224,10 +237,7 @@ def check_properties(properties: Mapping[str, object], where: str) -> None:
     exact types take it, so a subclass meets the full check. Proven by
     ``test_property_checks_refuse_what_they_refused``."""
     for key, value in properties.items():
-        if not isinstance(key, str) or not PROPERTY_KEY_PATTERN.fullmatch(key):
-            raise ValueError(
-                f"{where}: property key {key!r} must match {PROPERTY_KEY_PATTERN.pattern}"
-            )
+        check_property_key(key, where)
         if type(value) is float:
             if math.isfinite(value):
                 continue

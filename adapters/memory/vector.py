@@ -33,9 +33,10 @@ from contracts.domain import (
     VectorRecord,
 )
 from contracts.errors import AliasCycleError, DimensionMismatchError
-from contracts.ids import EntityId, TenantId, check_id_text
+from contracts.ids import EntityId, TenantId
 from contracts.ports.lifecycle import ClosingContext
 from contracts.ports.vector import VectorUnitOfWork
+from contracts.validation import check_id_text, check_query_vector
 
 if TYPE_CHECKING:
     from contracts.ports.vector import ProjectedVectorStore
@@ -206,8 +207,7 @@ class VectorView(MemoryLedger, ClosingContext):
         with tenant_scope(tenant_id):
             partition = Partition.current(where=where)
             self._check_dimension(vector, where)
-            if not all(isinstance(x, int | float) and math.isfinite(x) for x in vector):
-                raise ValueError(f"{where}: the query vector has a non-finite component")
+            check_query_vector(vector, where)
             if k <= 0:
                 return []
             tenant = partition.tenant

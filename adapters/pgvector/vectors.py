@@ -11,7 +11,6 @@ takes a connection.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,8 @@ from contracts.errors import (
     DimensionMismatchError,
     PermanentStoreError,
 )
-from contracts.ids import EntityId, TenantId, check_id_text
+from contracts.ids import EntityId, TenantId
+from contracts.validation import check_id_text, check_query_vector
 
 __all__ = ["DELETE_BATCH", "PgVectorOps", "SearchPlan", "UpsertPlan", "plan_search", "plan_upsert"]
 
@@ -107,8 +107,7 @@ def plan_search(
     with tenant_scope(tenant_id):
         partition = Partition.current(where=where)
     _check_dimension(dimension, vector, where)
-    if not all(isinstance(x, int | float) and math.isfinite(x) for x in vector):
-        raise ValueError(f"{where}: the query vector has a non-finite component")
+    check_query_vector(vector, where)
     if k <= 0 or (entity_type is not None and not storable_text(entity_type)):
         return None
     return SearchPlan(partition, Vector(query_components(vector)), min(k, _MAX_K), entity_type)

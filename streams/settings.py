@@ -197,6 +197,44 @@ class Settings(BaseSettings):
     http_port: int = Field(6066, description="Health and metrics endpoint port.")
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR.")
 
+    # The read API (`redstring serve`, docs/readers.md)
+    serve_host: str = Field("0.0.0.0", description="The read API's listening host.")
+    serve_port: int = Field(8080, ge=0, le=65535, description="The read API's listening port.")
+    serve_jwt_key: SecretStr = Field(
+        SecretStr(""),
+        description="The read API verifies bearer tokens with this key: an HS256 secret, or "
+        "a PEM public key (RSA, EC or Ed25519). Set this or REDSTRING_SERVE_JWKS_URL.",
+    )
+    serve_jwks_url: str | None = Field(
+        None,
+        description="The read API verifies bearer tokens with the keys published at this JWKS "
+        "URL (the token's kid picks the key; keys are cached for 5 minutes).",
+    )
+    serve_jwt_algorithms: str = Field(
+        "",
+        description="Comma-separated JWT algorithms the read API accepts (empty: HS256 with a "
+        "secret, RS/PS/ES/EdDSA with a PEM key or JWKS; 'none' is never accepted).",
+    )
+    serve_jwt_issuer: str | None = Field(
+        None, description="When set, a token's iss claim must equal it."
+    )
+    serve_jwt_audience: str | None = Field(
+        None,
+        description="When set, a token's aud claim must contain it (unset: a token with an "
+        "aud claim is refused).",
+    )
+    serve_tenant_claim: str = Field(
+        "tenant_id", description="The token claim that names the one tenant a token may read."
+    )
+    serve_jwt_leeway_s: float = Field(
+        30.0, ge=0, description="Clock skew allowed on a token's exp, nbf and iat, in seconds."
+    )
+    serve_max_wait_s: float = Field(
+        30.0,
+        gt=0,
+        description="The longest a read-your-writes request may wait for a position.",
+    )
+
     @property
     def dlq_topic(self) -> str:
         return f"{self.topic}.dlq"

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("streams.cli.publish", "publish_command"),
     "replay": ("streams.cli.replay", "replay_command"),
     "schema": ("streams.cli.schema", "schema"),
+    "serve": ("streams.cli.serve", "serve_command"),
     "skip": ("streams.cli.skip", "skip_command"),
     "status": ("streams.cli.status", "status_command"),
     "topics": ("streams.cli.topics", "topics"),

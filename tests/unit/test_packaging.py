@@ -139,6 +139,7 @@ IMPORT_NAMES = {
     "pydantic-settings": "pydantic_settings",
     "confluent-kafka": "confluent_kafka",
     "sentence-transformers": "sentence_transformers",
+    "pyjwt": "jwt",
 }
 
 

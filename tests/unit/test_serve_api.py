@@ -347,7 +347,9 @@ def fuzzed_requests(draw: st.DrawFn, document: dict[str, Any]) -> tuple[str, str
                 {},
                 optional={
                     "text": st.text(max_size=20) | st.integers(),
-                    "vector": st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), max_size=20),
+                    "vector": st.lists(
+                        st.floats(allow_nan=False, allow_infinity=False, width=32), max_size=20
+                    ),
                     "limit": st.integers(-5, 2000),
                     "offset": st.integers(-5, 2000),
                     "entity_type": _VALUE,

@@ -68,7 +68,7 @@ _WORKER_OAUTH = {
 }
 #: Prefixes of properties that change how a client authenticates or encrypts:
 #: one the worker cannot honour stops it (it would connect with less).
-_SECURITY_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
+_SECURITY_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.")
 
 
 class KafkaConfigError(ValueError):

@@ -143,22 +143,24 @@ class Deployment:
     def cli(self, *args: str, **env: str) -> asyncio.Task[tuple[int, str]]:
         """Run ``redstring ARGS`` as a subprocess of this deployment; the task
         resolves to (exit status, stdout and stderr)."""
+        return asyncio.ensure_future(run_cli(self.command_env(**env), *args))
 
-        async def run() -> tuple[int, str]:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "streams",
-                *args,
-                env={**os.environ, **self.command_env(**env)},
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-            )
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
-            assert proc.returncode is not None
-            return proc.returncode, out.decode(errors="replace")
 
-        return asyncio.ensure_future(run())
+async def run_cli(env: dict[str, str], *args: str) -> tuple[int, str]:
+    """Run ``redstring ARGS`` as a subprocess with ``env`` over this process's
+    environment: (exit status, stdout and stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "streams",
+        *args,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=600)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(errors="replace")
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from devstack.tls import ensure
 from streams.kafka.dead_letters import read_letters
 from streams.kafka.oauth import unsecured_jwt
 from streams.wiring import Stores, open_stores
-from tests.e2e.conftest import Deployment, deployed
+from tests.e2e.conftest import Deployment, deployed, run_cli
 from tests.e2e.histories import assert_matches_oracle, generate, publish
 from tests.e2e.workers import ROOT
 from tests.oidc import TokenEndpoint, serving
@@ -111,7 +111,7 @@ async def test_the_pipeline_runs_over_a_secured_listener(secure_deployment: Depl
     [
         ("topics", "describe"),
         ("worker",),
-        ("publish", str(ROOT / "streams" / "demo_history.jsonl")),
+        ("publish", str(ROOT / "streams" / "ops" / "demo_history.jsonl")),
     ],
 )
 async def test_a_refused_configuration_is_named_at_once(
@@ -129,9 +129,8 @@ async def test_a_refused_configuration_is_named_at_once(
             "REDSTRING_KAFKA_BOOTSTRAP": e2e_env["DEVSTACK_KAFKA_SSL_BOOTSTRAP"],
             "REDSTRING_TOPIC": "no-such-topic",
         }
-    deployment = Deployment(env, None, "", tmp_path, "")  # type: ignore[arg-type]
     started = time.monotonic()
-    status, output = await deployment.cli(*command)
+    status, output = await run_cli(env, *command)
     took = time.monotonic() - started
     # librdkafka's own log lines may surround it: the command's verdict is
     # one line, and it names the setting.

@@ -27,11 +27,9 @@ from streams.kafka.config import (
 from streams.kafka.oauth import OidcTokenProvider
 from streams.settings import Settings, UnknownSettingError, check_environment
 
-Certs = TlsFiles
-
 
 @pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+def certs(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     """The local stack's throwaway CA and client certificate, made afresh."""
     return ensure(Path(tmp_path_factory.mktemp("certs")))
 
@@ -40,7 +38,7 @@ def settings(**values: Any) -> Settings:
     return Settings(kafka_bootstrap="broker:9093", **values)
 
 
-def combinations(certs: Certs) -> list[dict[str, Any]]:
+def combinations(certs: TlsFiles) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for protocol in PROTOCOLS:
         mechanisms: list[str | None] = list(MECHANISMS) if protocol.startswith("SASL") else [None]
@@ -76,7 +74,7 @@ def combinations(certs: Certs) -> list[dict[str, Any]]:
     return out
 
 
-def test_every_combination_reaches_both_libraries_alike(certs: Certs) -> None:
+def test_every_combination_reaches_both_libraries_alike(certs: TlsFiles) -> None:
     cases = combinations(certs)
     assert len(cases) == 1 + 4 + 4 + 4 * 4  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
     for values in cases:
@@ -116,7 +114,7 @@ def test_every_combination_reaches_both_libraries_alike(certs: Certs) -> None:
             assert "sasl.mechanism" not in rd and "sasl_mechanism" not in faust_auth
 
 
-def test_the_workers_context_loads_the_ca_and_the_client_certificate(certs: Certs) -> None:
+def test_the_workers_context_loads_the_ca_and_the_client_certificate(certs: TlsFiles) -> None:
     """The context really holds the certificate: a CA-only context has no
     certificate to present, so mutual TLS would fail at the handshake."""
     with_cert = client_configs(

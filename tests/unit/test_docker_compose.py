@@ -1,7 +1,8 @@
 """docker-compose.yml cannot run here (no Docker engine): check it against the
 compose-spec JSON schema and its shape instead, that its stores serve the same
 endpoints and versions as the local stack, and that the full stack (topics init
-container, two workers, the demo profile) is wired as docs/deploy.md says."""
+container, two workers, the read API, the demo profile) is wired as
+docs/deploy.md says."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 STORES = ("kafka", "neo4j", "postgres")
 WORKERS = ("worker-1", "worker-2")
-APP_SERVICES = ("topics", *WORKERS, "demo")
+APP_SERVICES = ("topics", *WORKERS, "read-api", "demo")
 
 
 def test_the_file_is_valid_against_the_compose_spec_schema(compose: dict[str, Any]) -> None:
@@ -71,7 +72,7 @@ def test_the_three_services_with_the_pinned_images(compose: dict[str, Any]) -> N
     assert versions.KAFKA_IMAGE.startswith("apache/kafka:4.")
 
 
-@pytest.mark.parametrize("name", [*STORES, *WORKERS])
+@pytest.mark.parametrize("name", [*STORES, *WORKERS, "read-api"])
 def test_every_service_has_a_healthcheck(compose: dict[str, Any], name: str) -> None:
     check = services(compose)[name]["healthcheck"]
     assert check["test"][0] in {"CMD", "CMD-SHELL"} and len(check["test"]) >= 2
@@ -205,3 +206,19 @@ def test_demo_profile_publishes_the_demo_history(compose: dict[str, Any]) -> Non
     assert command[1] == "/app/streams/ops/demo_history.jsonl"
     assert (ROOT / "streams" / "ops" / "demo_history.jsonl").is_file()
     assert demo["depends_on"] == {"topics": {"condition": "service_completed_successfully"}}
+
+
+def test_the_read_api_serves_on_loopback_once_the_stores_are_healthy(
+    compose: dict[str, Any],
+) -> None:
+    api = services(compose)["read-api"]
+    assert api["command"] == ["serve"]
+    assert "profiles" not in api
+    assert api["depends_on"] == {
+        "neo4j": {"condition": "service_healthy"},
+        "postgres": {"condition": "service_healthy"},
+    }
+    assert api["ports"] == ["127.0.0.1:18080:8080"]
+    assert "8080/readyz" in " ".join(api["healthcheck"]["test"])
+    # A laptop's HS256 key, replaceable from the environment.
+    assert api["environment"]["REDSTRING_SERVE_JWT_KEY"].startswith("${REDSTRING_SERVE_JWT_KEY:-")

@@ -179,11 +179,16 @@ def by_kind(docs: list[Manifest], kind: str) -> list[Manifest]:
 
 
 def one(docs: list[Manifest], kind: str, component: str | None = None) -> Manifest:
+    """The one object of a kind (of a component); the read API's objects only
+    when asked for by their component, ``read-api``."""
     found = [
         d
         for d in by_kind(docs, kind)
-        if component is None
-        or d["metadata"]["labels"].get("app.kubernetes.io/component") == component
+        if (component or "read-api" != d["metadata"]["labels"].get("app.kubernetes.io/component"))
+        and (
+            component is None
+            or d["metadata"]["labels"].get("app.kubernetes.io/component") == component
+        )
     ]
     assert len(found) == 1, f"expected one {kind} {component or ''}, found {len(found)}"
     return found[0]
@@ -290,10 +295,12 @@ def test_kinds_rendered_with_everything_on() -> None:
     assert kinds == [
         "ConfigMap",
         "Deployment",
+        "Deployment",
         "Job",
         "Job",
         "NetworkPolicy",
         "PodDisruptionBudget",
+        "Service",
         "Service",
         "ServiceMonitor",
     ]
@@ -586,6 +593,7 @@ def test_the_secret_settings_are_the_ones_the_chart_references() -> None:
         "pg_dsn",
         "control_key",
         "control_keys",
+        "serve_jwt_key",
     }
 
 
@@ -593,7 +601,19 @@ def test_every_setting_can_be_set_through_the_chart() -> None:
     docs = render(all_on=True)
     config = set(one(docs, "ConfigMap")["data"])
     env = set(env_of(one(docs, "Deployment")))
-    assert SCALARS <= config | env, SCALARS - (config | env)
+    read_api = set(env_of(one(docs, "Deployment", "read-api")))
+    # The read API's key is a JWKS URL in the all-on values, or else a Secret.
+    keyed = set(
+        env_of(
+            one(
+                render("readApi.enabled=true", "readApi.auth.keySecret.name=k"),
+                "Deployment",
+                "read-api",
+            )
+        )
+    )
+    assert SCALARS <= config | env | read_api | keyed, SCALARS - (config | env | read_api | keyed)
+    assert read_api <= SCALARS | {"TZ"}, read_api - SCALARS
     members = family_members(config)
     for family in FAMILIES:
         assert any(name.startswith(f"{family}__") for name in members), family
@@ -866,13 +886,92 @@ def test_optional_service_monitor_scrapes_the_metrics_service() -> None:
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
 
 
-def test_network_policy_admits_only_the_metrics_port() -> None:
+def test_network_policy_admits_only_the_metrics_port_and_the_read_api() -> None:
     docs = render(all_on=True)
     policy = one(docs, "NetworkPolicy")
-    (rule,) = policy["spec"]["ingress"]
+    rule, api = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
     assert rule["from"][0]["namespaceSelector"]["matchLabels"]
+    assert api["ports"] == [{"port": 8443, "protocol": "TCP"}]
+    assert api["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apps"}}}
+    ]
     assert "Egress" in policy["spec"]["policyTypes"]
+    (only,) = one(render("networkPolicy.enabled=true"), "NetworkPolicy")["spec"]["ingress"]
+    assert only["ports"] == [{"port": "http", "protocol": "TCP"}]
+
+
+# --- the read API (`redstring serve`) -------------------------------------------------
+
+
+def test_the_read_api_is_off_by_default() -> None:
+    docs = render()
+    assert not [
+        d for d in docs if d["metadata"]["labels"].get("app.kubernetes.io/component") == "read-api"
+    ]
+
+
+def test_the_read_api_deployment_and_service() -> None:
+    docs = render("readApi.enabled=true", "readApi.auth.keySecret.name=redstring-jwt")
+    deployment = one(docs, "Deployment", "read-api")
+    api = container(deployment)
+    assert api["args"] == ["serve"]
+    assert api["image"] == container(one(docs, "Deployment"))["image"]
+    assert api["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert api["livenessProbe"]["httpGet"] == {"path": "/livez", "port": "http"}
+    assert api["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert api["envFrom"][0]["configMapRef"]["name"] == one(docs, "ConfigMap")["metadata"]["name"]
+    env = env_of(deployment)
+    assert env["REDSTRING_SERVE_PORT"]["value"] == "8080"
+    assert env["REDSTRING_SERVE_HOST"]["value"] == "0.0.0.0"
+    assert env["REDSTRING_SERVE_JWT_KEY"]["valueFrom"]["secretKeyRef"] == {
+        "name": "redstring-jwt",
+        "key": "jwt-key",
+    }
+    # Without credentials of its own, the workers' (no control key, no Kafka secret).
+    assert env["REDSTRING_NEO4J_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "redstring-neo4j"
+    assert env["REDSTRING_PG_DSN"]["valueFrom"]["secretKeyRef"]["name"] == "redstring-postgres"
+    assert "REDSTRING_CONTROL_KEY" not in env
+    pod = pod_spec(deployment)
+    assert pod["automountServiceAccountToken"] is False
+    assert api["securityContext"]["readOnlyRootFilesystem"] is True
+    service = one(docs, "Service", "read-api")
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["ports"] == [
+        {"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}
+    ]
+    # The workers' selector does not take the read API's pods.
+    assert one(docs, "Deployment")["spec"]["selector"] != deployment["spec"]["selector"]
+
+
+def test_the_read_api_uses_its_own_store_credentials_when_given() -> None:
+    env = env_of(one(render(all_on=True), "Deployment", "read-api"))
+    assert env["REDSTRING_NEO4J_USER"]["value"] == "redstring_reader"
+    assert env["REDSTRING_NEO4J_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == (
+        "redstring-neo4j-reader"
+    )
+    assert env["REDSTRING_PG_DSN"]["valueFrom"]["secretKeyRef"]["name"] == "redstring-pg-reader"
+    assert env["REDSTRING_SERVE_JWKS_URL"]["value"].startswith("https://")
+    assert env["REDSTRING_SERVE_TENANT_CLAIM"]["value"] == "org_id"
+    assert "REDSTRING_SERVE_JWT_KEY" not in env
+
+
+@pytest.mark.parametrize(
+    ("sets", "complaint"),
+    [
+        (["readApi.enabled=true"], "readApi.enabled needs readApi.auth.keySecret.name"),
+        (
+            [
+                "readApi.enabled=true",
+                "readApi.auth.keySecret.name=k",
+                "readApi.auth.jwksUrl=https://x",
+            ],
+            "not both",
+        ),
+    ],
+)
+def test_the_read_api_needs_one_key_source(sets: list[str], complaint: str) -> None:
+    assert complaint in render_fails(*sets)
 
 
 # --- the topics hook and the replay Job ---------------------------------------------

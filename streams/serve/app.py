@@ -66,13 +66,12 @@ class Readers:
 
 
 async def open_readers_from(settings: Settings) -> Readers:
-    """The two stores and the workers' embedder, as the settings name them."""
-    # TODO(issue 17, item 2): streams.wiring.open_readers, which opens the
-    # stores without DDL or writes, once it has landed; until then the
-    # workers' open path (which bootstraps the schemas).
-    from streams.wiring import open_stores
+    """The two stores, opened read-only (no DDL, no writes; a read-only
+    database role is enough: docs/adr/0016-read-only-open.md), and the
+    workers' embedder, as the settings name them."""
+    from streams.wiring import open_readers
 
-    stores = await open_stores(settings)
+    stores = await open_readers(settings)
     return Readers(stores.graph, stores.vector, stores.embedder, stores.aclose)
 
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 
+from contracts.ids import TenantId
 from streams.cli.prompts import confirm, operator, parse_tenant
 from streams.settings import Settings
+
+if TYPE_CHECKING:
+    from streams.ops.replay import Target
 
 
 @click.command("replay")
@@ -28,75 +33,94 @@ def replay_command(tenant: str, offline: bool, yes: bool) -> None:
     stores, verifies nothing of it remains, opens the rebuild windows and
     rewinds the consumer group; start the workers afterwards.
     """
-    from streams.kafka.topics import TopicError
-    from streams.ops.replay import (
-        ReplayRefused,
-        locate,
-        offline_rebuild,
-        publish_control,
-        summary,
-        window_progress,
-    )
-    from streams.wiring import open_stores
+    from streams.ops.replay import ReplayRefused
 
     settings = Settings()
     tenant_ = parse_tenant(tenant)
-    try:
-        target = locate(settings, tenant_)
-    except TopicError as exc:
-        raise click.ClickException(str(exc)) from None
+    target = _locate(settings, tenant_)
     where = f"{target.partition.topic}[{target.partition.partition}]"
-    if target.log_start > 0:
-        click.secho(
-            f"warning: {where} no longer starts at offset 0 (it starts at {target.log_start}); "
-            "events older than that are gone and cannot be re-applied.",
-            fg="yellow",
-            err=True,
-        )
     confirm(
         f"Delete and rebuild tenant {tenant_} from {where} "
         f"({target.log_end - target.log_start} records to rescan)?",
         yes,
     )
-    started = time.monotonic()
-
-    async def run() -> None:
-        stores = await open_stores(settings)
-        try:
-            if offline:
-                await offline_rebuild(settings, stores, target)
-                click.echo(
-                    f"tenant {tenant_} deleted in both stores and {where} rewound to "
-                    f"{target.log_start}. Start the workers (redstring worker) to rebuild it."
-                )
-                return
-            request = await publish_control(settings, "TenantReplayRequested", tenant_, operator())
-            click.echo(f"replay requested at {where}@{request.offset}")
-            with click.progressbar(
-                length=max(1, request.offset - target.log_start),
-                label="rescanning",
-                file=sys.stderr,
-            ) as bar:
-                shown = 0
-                while True:
-                    progress = await window_progress(stores, target, request)
-                    bar.update(max(0, progress.done - shown))
-                    shown = max(shown, progress.done)
-                    if progress.finished:
-                        break
-                    await asyncio.sleep(0.5)
-            counts = await summary(stores.graph, stores.vector, tenant_)
-            click.echo(
-                f"rebuilt {tenant_} in {time.monotonic() - started:.1f}s: "
-                + ", ".join(f"{n} {k}" for k, n in counts.items())
-            )
-        finally:
-            await stores.aclose()
-
+    rebuild = _offline if offline else _online
     try:
-        asyncio.run(run())
+        asyncio.run(rebuild(settings, target, tenant_))
     except ReplayRefused as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _locate(settings: Settings, tenant: TenantId) -> Target:
+    """The tenant's partition and its offsets, warning when the log no longer
+    starts at 0."""
+    from streams.kafka.topics import TopicError
+    from streams.ops.replay import locate
+
+    try:
+        target = locate(settings, tenant)
+    except TopicError as exc:
+        raise click.ClickException(str(exc)) from None
+    if target.log_start > 0:
+        click.secho(
+            f"warning: {_where(target)} no longer starts at offset 0 (it starts at "
+            f"{target.log_start}); events older than that are gone and cannot be re-applied.",
+            fg="yellow",
+            err=True,
+        )
+    return target
+
+
+def _where(target: Target) -> str:
+    return f"{target.partition.topic}[{target.partition.partition}]"
+
+
+async def _offline(settings: Settings, target: Target, tenant: TenantId) -> None:
+    from streams.ops.replay import offline_rebuild
+    from streams.wiring import open_stores
+
+    stores = await open_stores(settings)
+    try:
+        await offline_rebuild(settings, stores, target)
+    finally:
+        await stores.aclose()
+    click.echo(
+        f"tenant {tenant} deleted in both stores and {_where(target)} rewound to "
+        f"{target.log_start}. Start the workers (redstring worker) to rebuild it."
+    )
+
+
+async def _online(settings: Settings, target: Target, tenant: TenantId) -> None:
+    """Publish the request, then show the workers' progress until the rebuild
+    window closes."""
+    from streams.ops.replay import publish_control, summary, window_progress
+    from streams.wiring import open_stores
+
+    started = time.monotonic()
+    stores = await open_stores(settings)
+    try:
+        request = await publish_control(settings, "TenantReplayRequested", tenant, operator())
+        click.echo(f"replay requested at {_where(target)}@{request.offset}")
+        with click.progressbar(
+            length=max(1, request.offset - target.log_start),
+            label="rescanning",
+            file=sys.stderr,
+        ) as bar:
+            shown = 0
+            while True:
+                progress = await window_progress(stores, target, request)
+                bar.update(max(0, progress.done - shown))
+                shown = max(shown, progress.done)
+                if progress.finished:
+                    break
+                await asyncio.sleep(0.5)
+        counts = await summary(stores.graph, stores.vector, tenant)
+    finally:
+        await stores.aclose()
+    click.echo(
+        f"rebuilt {tenant} in {time.monotonic() - started:.1f}s: "
+        + ", ".join(f"{n} {k}" for k, n in counts.items())
+    )
 
 
 @click.command("erase")

@@ -140,6 +140,10 @@ IMPORT_NAMES = {
     "confluent-kafka": "confluent_kafka",
     "sentence-transformers": "sentence_transformers",
     "pyjwt": "jwt",
+    "opentelemetry-api": "opentelemetry",
+    "opentelemetry-sdk": r"opentelemetry\.sdk",
+    "opentelemetry-exporter-otlp-proto-http": r"opentelemetry\.exporter\.otlp\.proto\.http",
+    "python-json-logger": "pythonjsonlogger",
 }
 
 

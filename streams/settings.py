@@ -202,8 +202,9 @@ class Settings(BaseSettings):
     serve_port: int = Field(8080, ge=0, le=65535, description="The read API's listening port.")
     serve_jwt_key: SecretStr = Field(
         SecretStr(""),
-        description="The read API verifies bearer tokens with this key: an HS256 secret, or "
-        "a PEM public key (RSA, EC or Ed25519). Set this or REDSTRING_SERVE_JWKS_URL.",
+        description="The read API verifies bearer tokens with this key: an HS256 secret (at "
+        "least 32 bytes), or a PEM public key (RSA, EC or Ed25519). Set this or "
+        "REDSTRING_SERVE_JWKS_URL.",
     )
     serve_jwks_url: str | None = Field(
         None,

@@ -35,6 +35,7 @@ ASYMMETRIC = (
     "EdDSA",
 )
 SYMMETRIC = ("HS256", "HS384", "HS512")
+MIN_SECRET_BYTES = 32
 
 
 class AuthConfigError(ValueError):
@@ -84,6 +85,12 @@ class TokenVerifier:
             raise AuthConfigError(
                 f"REDSTRING_SERVE_JWT_ALGORITHMS: {', '.join(wrong)} cannot be used with "
                 f"{kind}; allowed: {', '.join(ASYMMETRIC if asymmetric else SYMMETRIC)}"
+            )
+        if key and not asymmetric and len(key.encode()) < MIN_SECRET_BYTES:
+            # RFC 7518 3.2: an HMAC key at least as long as the hash; a short
+            # secret can be found by brute force from any one token.
+            raise AuthConfigError(
+                f"REDSTRING_SERVE_JWT_KEY: an HMAC secret needs at least {MIN_SECRET_BYTES} bytes"
             )
         if not tenant_claim:
             raise AuthConfigError("REDSTRING_SERVE_TENANT_CLAIM must name a claim")

@@ -97,12 +97,15 @@ def test_the_distribution_name_is_ours_and_the_command_and_packages_keep_theirs(
     assert project["name"] == DIST
     assert project["scripts"] == {"redstring": "streams.cli:main"}
     dev = [Requirement(line) for line in project["optional-dependencies"]["dev"]]
-    assert (dev[0].name, dev[0].extras) == (DIST, {"runtime", "devstack", "compliance"})
+    assert (dev[0].name, dev[0].extras) == (
+        DIST,
+        {"runtime", "devstack", "compliance", "bench"},
+    )
     include = _pyproject()["tool"]["setuptools"]["packages"]["find"]["include"]
     assert {name.rstrip("*") for name in include} >= {*LAYERS, "devstack"}
 
 
-LIBRARY_GROUPS = ("", "runtime", "embed", "devstack", "compliance")
+LIBRARY_GROUPS = ("", "runtime", "embed", "bench", "devstack", "compliance")
 
 
 @pytest.mark.parametrize("group", LIBRARY_GROUPS)

@@ -1,9 +1,14 @@
 """Every Cypher statement the graph store runs, as constants.
 
-Nothing is ever formatted into these strings: tenant ids, entity ids, types,
-property keys and values all travel as parameters. Relationship types are not
-parametrisable in Cypher, so every edge is one ``:REL`` relationship whose
-``type`` is a property; property keys arrive inside parameter maps (``+=``).
+The graph is native (docs/adr/0004-neo4j-graph-store.md): an entity is an
+``:Entity`` node with its type as a second label, an edge a relationship of its
+own type. Tenant ids, entity ids, property keys and values always travel as
+parameters; property keys arrive inside parameter maps (``+=``). Writes name
+labels and types dynamically (``$(row.type)``), so nothing is formatted into a
+write. A read filtered by relationship type is the one exception: Neo4j 5.26
+plans ``-[r:$($type)]->`` as an untyped expand and a filter, so the validated
+type is rendered, backticked, into a statement of its own (``typed``), and the
+expand reads only that type's relationships.
 
 A match on a tenant alone names the second key of a composite index too
 (``e.id IS NOT NULL``, ``e.order_key IS NOT NULL``: the store writes both on
@@ -18,17 +23,56 @@ tenant (adapters.isolation) rather than trusting the filter.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Final
+
+from contracts.validation import check_type_name
+
+#: The store's own labels. An entity type spelled like one gets no type label
+#: (it would make the node look like a ledger or alias node to every statement
+#: that matches that label); its ``type`` property still says what it is.
+RESERVED_LABELS: Final = frozenset(
+    {
+        "Entity",
+        "AliasId",
+        "Checkpoint",
+        "RebuildMarker",
+        "ErasureTombstone",
+        "AppliedEvent",
+        "ControlEvent",
+        "RedstringSchema",
+    }
+)
+
+
+def type_labels(entity_type: str) -> list[str]:
+    """The labels an entity of ``entity_type`` carries besides ``Entity``."""
+    return [] if entity_type in RESERVED_LABELS else [entity_type]
+
+
+def type_label(entity_type: str) -> str:
+    """The label to match entities of ``entity_type`` by (``Entity`` when the
+    type has none of its own)."""
+    return "Entity" if entity_type in RESERVED_LABELS else entity_type
+
 
 # -- entities ------------------------------------------------------------
 
 #: ``order_key`` sorts in Neo4j the way Python sorts ids (by code point); see
 #: adapters/neo4j/rows.py. It never changes, so it is written on create only.
+#: The type label follows the type: a changed type drops the old label
+#: (``row.labels`` is ``[]`` for a type that is one of the store's own labels,
+#: which is never added or removed; see ``type_labels``).
 UPSERT_ENTITIES: Final = """
 UNWIND $rows AS row
 MERGE (e:Entity {tenant_id: $tenant, id: row.id})
 ON CREATE SET e.order_key = row.order_key
-SET e.name = row.name, e.type = row.type, e.blocking_key = row.blocking_key, e += row.props
+WITH e, row,
+     CASE WHEN e.type IS NULL OR e.type = row.type OR e.type IN $reserved
+          THEN [] ELSE [e.type] END AS stale
+REMOVE e:$(stale)
+SET e.name = row.name, e.type = row.type, e.blocking_key = row.blocking_key, e += row.props,
+    e:$(row.labels)
 """
 
 GET_ENTITIES: Final = """
@@ -39,7 +83,16 @@ RETURN properties(e) AS e
 
 FIND_ENTITIES: Final = """
 MATCH (e:Entity {tenant_id: $tenant})
-WHERE e.order_key IS NOT NULL AND ($type IS NULL OR e.type = $type)
+WHERE e.order_key IS NOT NULL
+WITH e ORDER BY e.order_key LIMIT $limit
+RETURN properties(e) AS e
+"""
+
+#: The tenant's index seek, then the type label (``$label`` is ``Entity`` for
+#: a type that has no label of its own) and the type.
+FIND_ENTITIES_OF_TYPE: Final = """
+MATCH (e:Entity:$($label) {tenant_id: $tenant})
+WHERE e.order_key IS NOT NULL AND e.type = $type
 WITH e ORDER BY e.order_key LIMIT $limit
 RETURN properties(e) AS e
 """
@@ -132,13 +185,14 @@ RETURN coalesce(below, 0) AS below, coalesce(max(length(above)), 0) AS above
 # -- relationships ---------------------------------------------------------
 
 _EDGE: Final = """
-RETURN s.id AS source, t.id AS target, properties(r) AS r,
+RETURN s.id AS source, t.id AS target, type(r) AS type, properties(r) AS r,
        s.tenant_id AS source_tenant, t.tenant_id AS target_tenant
 """
 
 #: Endpoints are looked up once each (``$endpoints``, sorted), in order, and
 #: rows address them by index. If any is missing nothing is written and the
 #: missing ids come back, so the caller can raise with the tenant's view intact.
+#: Both ends are bound, so the dynamic type costs an expand between two nodes.
 UPSERT_RELATIONSHIPS: Final = """
 UNWIND range(0, size($endpoints) - 1) AS i
 OPTIONAL MATCH (n:Entity {tenant_id: $tenant, id: $endpoints[i]})
@@ -147,7 +201,7 @@ WITH collect(n) AS nodes, collect(CASE WHEN n IS NULL THEN $endpoints[i] END) AS
 CALL (nodes, missing) {
   UNWIND CASE WHEN size(missing) = 0 THEN $rows ELSE [] END AS row
   WITH nodes[row.s] AS s, nodes[row.t] AS t, row
-  MERGE (s)-[r:REL {type: row.type}]->(t)
+  MERGE (s)-[r:$(row.type)]->(t)
   ON CREATE SET r.tenant_id = $tenant
   SET r.confidence = row.confidence, r += row.props
 }
@@ -157,8 +211,7 @@ RETURN missing
 DELETE_RELATIONSHIPS: Final = """
 UNWIND $keys AS k
 MATCH (s:Entity {tenant_id: $tenant, id: k.source})
-      -[r:REL]->(t:Entity {tenant_id: $tenant, id: k.target})
-WHERE r.type = k.type
+      -[r:$(k.type)]->(t:Entity {tenant_id: $tenant, id: k.target})
 DELETE r
 RETURN count(r) AS deleted
 """
@@ -166,43 +219,60 @@ RETURN count(r) AS deleted
 GET_RELATIONSHIP: Final = (
     """
 MATCH (s:Entity {tenant_id: $tenant, id: $source})
-      -[r:REL]->(t:Entity {tenant_id: $tenant, id: $target})
-WHERE r.type = $type
+      -[r:$($type)]->(t:Entity {tenant_id: $tenant, id: $target})
 """
     + _EDGE
 )
 
 # Three shapes of one read, so that a given endpoint is an index seek; the
 # target endpoint is not filtered by tenant on purpose: a foreign one would be
-# corruption, and the record check raises on it instead of hiding it.
+# corruption, and the record check raises on it instead of hiding it. Each is
+# untyped here; ``typed`` gives the statement for one relationship type.
 GET_RELATIONSHIPS_FROM: Final = (
     """
-MATCH (s:Entity {tenant_id: $tenant, id: $source})-[r:REL]->(t:Entity)
-WHERE ($target IS NULL OR t.id = $target) AND ($type IS NULL OR r.type = $type)
+MATCH (s:Entity {tenant_id: $tenant, id: $source})-[r]->(t:Entity)
+WHERE $target IS NULL OR t.id = $target
 """
     + _EDGE
 )
 
 GET_RELATIONSHIPS_TO: Final = (
     """
-MATCH (s:Entity)-[r:REL]->(t:Entity {tenant_id: $tenant, id: $target})
-WHERE $type IS NULL OR r.type = $type
+MATCH (s:Entity)-[r]->(t:Entity {tenant_id: $tenant, id: $target})
 """
     + _EDGE
 )
 
+#: The hint keeps the tenant's seek: with a type in the pattern the planner
+#: would otherwise scan that type across every tenant.
 GET_RELATIONSHIPS_ALL: Final = (
     """
-MATCH (s:Entity {tenant_id: $tenant})-[r:REL]->(t:Entity)
-WHERE s.id IS NOT NULL AND ($type IS NULL OR r.type = $type)
+MATCH (s:Entity {tenant_id: $tenant})-[r]->(t:Entity)
+USING INDEX s:Entity(tenant_id, id)
+WHERE s.id IS NOT NULL
 """
     + _EDGE
 )
+
+#: Where the untyped relationship pattern ``-[r]->`` stands in the three reads.
+_UNTYPED: Final = "-[r]->"
+
+
+@lru_cache(maxsize=1024)
+def typed(statement: str, rel_type: str) -> str:
+    """``statement`` (one of the three reads above) traversing only
+    ``rel_type``: the type is checked against the contract's pattern again
+    here, where it becomes Cypher text, and backticked."""
+    check_type_name(rel_type, "relationship type")
+    if statement.count(_UNTYPED) != 1:
+        raise ValueError("typed() takes a statement with one untyped relationship pattern")
+    return statement.replace(_UNTYPED, f"-[r:`{rel_type}`]->")
+
 
 GET_RELATIONSHIPS_FOR: Final = (
     """
 UNWIND $ids AS id
-MATCH (:Entity {tenant_id: $tenant, id: id})-[edge:REL]-()
+MATCH (:Entity {tenant_id: $tenant, id: id})-[edge]-()
 WITH DISTINCT edge
 WITH startNode(edge) AS s, edge AS r, endNode(edge) AS t
 """
@@ -210,16 +280,18 @@ WITH startNode(edge) AS s, edge AS r, endNode(edge) AS t
 )
 
 NEIGHBORS: Final = """
-MATCH (:Entity {tenant_id: $tenant, id: $id})-[r:REL]-(m:Entity)
+MATCH (:Entity {tenant_id: $tenant, id: $id})-[r]-(m:Entity)
 RETURN properties(m) AS e, collect(r.tenant_id) AS edge_tenants
 """
 
 # -- tenant purge ---------------------------------------------------------------
 
 # Each runs repeatedly until it deletes fewer than $batch, so a large tenant is
-# never one huge transaction outside a unit of work.
+# never one huge transaction outside a unit of work. An edge has a type of its
+# own, and a relationship index needs one, so the tenant's edges are found from
+# its entities: the edges first, so that each entity batch is plain deletes.
 DELETE_TENANT_RELATIONSHIPS: Final = """
-MATCH ()-[r:REL]->() WHERE r.tenant_id = $tenant
+MATCH (e:Entity {tenant_id: $tenant})-[r]->() WHERE e.id IS NOT NULL
 WITH r LIMIT $batch
 DELETE r
 RETURN count(*) AS deleted
@@ -243,7 +315,10 @@ COUNT_TENANT: Final = """
 CALL () {
   MATCH (e:Entity {tenant_id: $tenant}) WHERE e.id IS NOT NULL RETURN count(e) AS entities
 }
-CALL () { MATCH ()-[r:REL]->() WHERE r.tenant_id = $tenant RETURN count(r) AS relationships }
+CALL () {
+  MATCH (e:Entity {tenant_id: $tenant})-[r]-() WHERE e.id IS NOT NULL
+  RETURN count(DISTINCT r) AS relationships
+}
 CALL () {
   MATCH (a:AliasId {tenant_id: $tenant}) WHERE a.id IS NOT NULL RETURN count(a) AS alias_ids
 }

@@ -3,8 +3,9 @@
 Property representation: each entity or edge property is a native Neo4j
 property named ``p_<key>``. The prefix keeps event keys from colliding with the
 system properties (``tenant_id``, ``id``, ``name``, ``type``, ...), which never
-start with it. Native values keep their kinds: Integer, Float, Boolean, String
-and homogeneous lists of those round-trip as int, float, bool, str and lists;
+start with it (an edge's type is its relationship type, not a property).
+Native values keep their kinds: Integer, Float, Boolean, String and homogeneous
+lists of those round-trip as int, float, bool, str and lists;
 an empty list is stored untyped and reads back as ``[]``, which equals an empty
 list of any kind, so nothing is lost. ``SET x += $props`` then merges key by key
 inside the store, the port's upsert rule, with no read-modify-write.
@@ -15,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from adapters.neo4j.cypher import type_labels
 from contracts.domain import (
-    PROPERTY_KEY_PATTERN,
     Alias,
     Entity,
     Properties,
@@ -26,6 +27,7 @@ from contracts.domain import (
     StreamPartition,
 )
 from contracts.ids import EntityId, TenantId
+from contracts.validation import check_property_key
 
 PREFIX = "p_"
 _PREFIX_LENGTH = len(PREFIX)
@@ -55,10 +57,7 @@ def encode_properties(properties: Mapping[str, Any], where: str) -> dict[str, An
         if key in _CHECKED_KEYS:
             encoded[PREFIX + key] = value
             continue
-        if not isinstance(key, str) or not PROPERTY_KEY_PATTERN.fullmatch(key):
-            raise ValueError(
-                f"{where}: property key {key!r} must match {PROPERTY_KEY_PATTERN.pattern}"
-            )
+        check_property_key(key, where)
         if len(_CHECKED_KEYS) < _MAX_CHECKED_KEYS:
             _CHECKED_KEYS.add(key)
         encoded[PREFIX + key] = value
@@ -84,6 +83,7 @@ def entity_row(entity: Entity) -> dict[str, Any]:
         "id": entity.id,
         "name": entity.name,
         "type": entity.type,
+        "labels": type_labels(entity.type),
         "blocking_key": entity.blocking_key,
         "order_key": order_key(entity.id),
         "props": encode_properties(entity.properties, f"entity {entity.id!r}"),
@@ -134,7 +134,7 @@ def relationship_from(record: Mapping[str, Any]) -> Relationship:
         tenant_id=TenantId(stored["tenant_id"]),
         source_id=EntityId(record["source"]),
         target_id=EntityId(record["target"]),
-        type=stored["type"],
+        type=record["type"],
         confidence=stored["confidence"],
         properties=decode_properties(stored),
     )

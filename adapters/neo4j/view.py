@@ -45,6 +45,9 @@ from contracts.errors import (
 from contracts.ids import EntityId, TenantId
 from contracts.ports.lifecycle import ClosingContext
 
+#: Sent with every entity upsert: a type label that is one of these is never removed.
+_RESERVED = sorted(q.RESERVED_LABELS)
+
 
 def _tenant_of(record: Entity | Relationship | Alias) -> TenantId:
     return record.tenant_id
@@ -115,9 +118,17 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
         if limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
         with _scoped(tenant_id, "find_entities") as part:
-            records = await self._run(
-                q.FIND_ENTITIES, part, write=False, type=entity_type, limit=limit
-            )
+            if entity_type is None:
+                records = await self._run(q.FIND_ENTITIES, part, write=False, limit=limit)
+            else:
+                records = await self._run(
+                    q.FIND_ENTITIES_OF_TYPE,
+                    part,
+                    write=False,
+                    label=q.type_label(entity_type),
+                    type=entity_type,
+                    limit=limit,
+                )
             return sorted(self._entities(part, records), key=_by_id)
 
     async def find_by_blocking_key(self, tenant_id: TenantId, key: str) -> list[Entity]:
@@ -149,7 +160,9 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 return
             rows = [entity_row(e) for e in merged]
             ids = [e.id for e in merged]
-            await self._run(q.UPSERT_ENTITIES, part, write=True, blamed=ids, rows=rows)
+            await self._run(
+                q.UPSERT_ENTITIES, part, write=True, blamed=ids, rows=rows, reserved=_RESERVED
+            )
 
     # AliasStore
 
@@ -288,9 +301,9 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 query = q.GET_RELATIONSHIPS_TO
             else:
                 query = q.GET_RELATIONSHIPS_ALL
-            records = await self._run(
-                query, part, write=False, source=source_id, target=target_id, type=rel_type
-            )
+            if rel_type is not None:
+                query = q.typed(query, rel_type)
+            records = await self._run(query, part, write=False, source=source_id, target=target_id)
             return self._edges(part, records)
 
     async def get_relationships_for(

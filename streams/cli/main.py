@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "erase": ("streams.cli.replay", "erase_command"),
     "export": ("streams.cli.export", "export_command"),
     "fold": ("streams.cli.fold", "fold_command"),
+    "migrate": ("streams.cli.migrate", "migrate_command"),
     "publish": ("streams.cli.publish", "publish_command"),
     "replay": ("streams.cli.replay", "replay_command"),
     "schema": ("streams.cli.schema", "schema"),

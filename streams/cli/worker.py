@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import click
 
 from streams.settings import Settings
@@ -26,8 +28,10 @@ def worker_command(worker_id: str | None) -> None:
 
     from faust.worker import Worker
 
+    from adapters.neo4j.schema import GraphSchemaVersionError
     from streams.kafka.config import client_configs
     from streams.kafka.topics import TopicError, check_topics
+    from streams.ops.migrate import check_graph
     from streams.worker.app import build_app
     from streams.worker.logs import configure
 
@@ -41,6 +45,10 @@ def worker_command(worker_id: str | None) -> None:
         raise click.ClickException(
             f"cannot reach Kafka at {settings.kafka_bootstrap}: {exc}"
         ) from None
+    try:
+        asyncio.run(check_graph(settings))
+    except GraphSchemaVersionError as exc:  # the workers would write the wrong model
+        raise click.ClickException(str(exc)) from None
     config = configure(settings.log_level)
     logging.config.dictConfig(config)
     app, _runtime = build_app(settings, instance_id=worker_id or settings.worker_id)

@@ -3,6 +3,10 @@ tenant or partition, never a scan of a whole label: a scan costs time in
 proportion to every tenant in the database (bench/e2e.py found the tenant
 purge and ``find_entities`` scanning every ``Entity`` once the database held
 other tenants). The schema is bootstrapped first, as the store does on open.
+
+The graph is native (docs/adr/0004-neo4j-graph-store.md): a read filtered by
+relationship type expands only that type (the type is in the ``Expand``, not a
+filter after it), and a lookup by id, key or tenant is an index seek.
 """
 
 from __future__ import annotations
@@ -50,6 +54,32 @@ def _operators(plan: dict) -> list[str]:
     return out
 
 
+def _steps(plan: dict) -> list[tuple[str, str]]:
+    """(operator, details) for every operator of the plan."""
+    out = [(plan["operatorType"].split("@")[0], str(plan.get("args", {}).get("Details", "")))]
+    for child in plan.get("children", []):
+        out += _steps(child)
+    return out
+
+
+async def _plan(config: Neo4jConfig, statement: str) -> dict:
+    params = {p: None for p in re.findall(r"\$(\w+)", statement)}
+    async with AsyncGraphDatabase.driver(config.uri, auth=config.auth) as driver:
+        await bootstrap(driver, "neo4j")
+        async with driver.session(database="neo4j") as session:
+            summary = await (await session.run("EXPLAIN " + statement, params)).consume()
+    assert summary.plan is not None
+    return summary.plan
+
+
+#: The reads a relationship type narrows, and the endpoint each seeks by.
+TYPED_READS = {
+    "GET_RELATIONSHIPS_FROM": cypher.GET_RELATIONSHIPS_FROM,
+    "GET_RELATIONSHIPS_TO": cypher.GET_RELATIONSHIPS_TO,
+    "GET_RELATIONSHIPS_ALL": cypher.GET_RELATIONSHIPS_ALL,
+}
+
+
 def test_the_statement_list_is_not_vacuous() -> None:
     names = {name for name, _ in _statements()}
     assert {"cypher.DELETE_TENANT_ENTITIES", "cypher.FIND_ENTITIES", "cypher.RESOLVE"} <= names
@@ -60,11 +90,52 @@ def test_the_statement_list_is_not_vacuous() -> None:
 async def test_no_statement_scans_a_whole_label(
     neo4j_config: Neo4jConfig, name: str, statement: str
 ) -> None:
-    params = {p: None for p in re.findall(r"\$(\w+)", statement)}
-    async with AsyncGraphDatabase.driver(neo4j_config.uri, auth=neo4j_config.auth) as driver:
-        await bootstrap(driver, "neo4j")
-        async with driver.session(database="neo4j") as session:
-            summary = await (await session.run("EXPLAIN " + statement, params)).consume()
-    assert summary.plan is not None
-    scans = SCANS & set(_operators(summary.plan))
+    plan = await _plan(neo4j_config, statement)
+    scans = SCANS & set(_operators(plan))
     assert not scans, f"{name} is planned with {sorted(scans)}"
+    # And it finds its rows by an index: a seek on the tenant's or the
+    # partition's key, never by walking from an unindexed start.
+    assert any("Seek" in op for op in _operators(plan)), f"{name} uses no index: {_operators(plan)}"
+
+
+@pytest.mark.parametrize("name", sorted(TYPED_READS))
+async def test_a_type_filtered_read_expands_only_that_type(
+    neo4j_config: Neo4jConfig, name: str
+) -> None:
+    plan = await _plan(neo4j_config, cypher.typed(TYPED_READS[name], "WORKS_AT"))
+    steps = _steps(plan)
+    operators = [op for op, _ in steps]
+    assert not SCANS & set(operators), f"typed {name} is planned with {operators}"
+    assert any(op.startswith("NodeUniqueIndexSeek") for op in operators), operators
+    expands = [details for op, details in steps if op.startswith("Expand")]
+    assert expands, operators
+    # The type is in the expand itself, so only WORKS_AT relationships are read.
+    assert all(":WORKS_AT]" in details for details in expands), expands
+
+
+@pytest.mark.parametrize("name", sorted(TYPED_READS))
+async def test_an_untyped_read_names_no_type(neo4j_config: Neo4jConfig, name: str) -> None:
+    steps = _steps(await _plan(neo4j_config, TYPED_READS[name]))
+    assert any(op.startswith("Expand") for op, _ in steps)
+    assert "REL" not in " ".join(details for _, details in steps)
+
+
+async def test_entities_of_a_type_are_the_tenants_seek_then_the_label(
+    neo4j_config: Neo4jConfig,
+) -> None:
+    steps = _steps(await _plan(neo4j_config, cypher.FIND_ENTITIES_OF_TYPE))
+    seeks = [details for op, details in steps if "IndexSeek" in op]
+    assert seeks and "tenant_id = $tenant" in seeks[0], steps
+    assert any(op == "Filter" and "e:$all($label)" in details for op, details in steps), steps
+
+
+def test_only_validated_types_become_cypher() -> None:
+    assert "-[r:`WORKS_AT`]->" in cypher.typed(cypher.GET_RELATIONSHIPS_FROM, "WORKS_AT")
+    for hostile in ("WORKS`]->(x) DETACH DELETE x //", "a b", "1ST", "", "X" * 65):
+        with pytest.raises(ValueError):
+            cypher.typed(cypher.GET_RELATIONSHIPS_FROM, hostile)
+    # Writes and the other reads name types by parameter: nothing is rendered.
+    for module in (cypher, ledger_cypher):
+        for name, value in vars(module).items():
+            if name.isupper() and isinstance(value, str):
+                assert "`" not in value, name

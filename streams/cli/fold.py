@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 
 from projections.snapshot import canonical_json
 from streams.ops.dry_run import DryRunRefused, fold_lines
+from streams.ops.event_files import format_hint
 from streams.settings import Settings
 
+#: The exit status when lines were dead-lettered (without --allow-dead-letters):
+#: apart from 1 (refused, or the command failed) so that a producer's CI can
+#: tell "these events are wrong" from "the check did not run".
+DEAD_LETTERS_EXIT = 3
 
-@click.command("fold")
-@click.argument("events", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+
+@click.command("fold", short_help="Dry-run a file of events into in-memory stores.")
+@click.argument("events", type=click.File("rb"))
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -24,7 +31,12 @@ from streams.settings import Settings
     is_flag=True,
     help="Accept unsigned control events (a dry run without the control key).",
 )
-@click.option("--batch-size", default=500, show_default=True, help="Events per batch.")
+@click.option("--batch-size", type=click.IntRange(1), default=500, help="Events per batch [500].")
+@click.option(
+    "--allow-dead-letters",
+    is_flag=True,
+    help=f"Exit 0 even when lines are dead-lettered (otherwise {DEAD_LETTERS_EXIT}).",
+)
 @click.option(
     "--topic-id",
     default="",
@@ -33,19 +45,26 @@ from streams.settings import Settings
     "shows it; empty: events signed without a topic, as tests and demos sign them).",
 )
 def fold_command(
-    events: Path, out: Path | None, trust_unsigned: bool, batch_size: int, topic_id: str
+    events: BinaryIO,
+    out: Path | None,
+    trust_unsigned: bool,
+    batch_size: int,
+    allow_dead_letters: bool,
+    topic_id: str,
 ) -> None:
-    """Apply EVENTS (one JSON envelope per line) to fresh in-memory stores and
-    print the resulting state as canonical JSON.
+    """Apply EVENTS (one JSON envelope per line; - reads stdin) to fresh
+    in-memory stores and print the resulting state as canonical JSON.
 
-    Positions are assigned in file order on one partition. Values that would be
-    dead-lettered are listed on stderr with their reasons. Control events are
+    Positions are assigned in file order on one partition. Values that would
+    be dead-lettered are listed on stderr with their reasons, and the command
+    exits 3 unless --allow-dead-letters (the state is written either way).
+    Control events are
     verified with REDSTRING_CONTROL_KEYS and REDSTRING_CONTROL_KEY, for the
     topic id --topic-id, as the workers verify them. A file has no Kafka
     timestamps, so their age (REDSTRING_CONTROL_MAX_AGE_S) is not judged. The
     caps (REDSTRING_MAX_*) are the workers' settings.
     """
-    lines = [line for line in events.read_bytes().splitlines() if line.strip()]
+    lines = [line for line in events.read().splitlines() if line.strip()]
     settings = Settings()
     try:
         result = asyncio.run(
@@ -74,3 +93,13 @@ def fold_command(
             f"{len(result.dead_letters)} dead letter(s)",
             err=True,
         )
+    hint = format_hint(lines) if result.dead_letters else None
+    if hint is not None:
+        click.echo(f"hint: {hint}", err=True)
+    if result.dead_letters and not allow_dead_letters:
+        click.echo(
+            f"error: {len(result.dead_letters)} of {len(lines)} line(s) dead-lettered "
+            "(--allow-dead-letters to accept that)",
+            err=True,
+        )
+        raise click.exceptions.Exit(DEAD_LETTERS_EXIT)

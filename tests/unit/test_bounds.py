@@ -278,7 +278,9 @@ def test_the_fold_command_applies_the_caps_the_settings_give(
             monkeypatch.delenv(name, raising=False)
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        result = CliRunner().invoke(fold_command, [str(events), "--out", str(tmp_path / "s")])
+        result = CliRunner().invoke(
+            fold_command, [str(events), "--out", str(tmp_path / "s"), "--allow-dead-letters"]
+        )
         assert result.exit_code == 0, result.output
         return [line for line in result.stderr.splitlines() if line.startswith("dead letter")]
 

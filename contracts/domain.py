@@ -15,9 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from contracts.ids import EntityId, TenantId
-
-# adapters/neo4j/rows.py still imports the key pattern from here.
-from contracts.validation import PROPERTY_KEY_PATTERN as PROPERTY_KEY_PATTERN
 from contracts.validation import (
     check_id_text,
     check_metadata,

@@ -256,6 +256,16 @@ VARIANTS: dict[str, tuple[bool, tuple[str, ...]]] = {
         ),
     ),
     "mtls": (False, MTLS),
+    "keda-mtls": (False, (*MTLS, "autoscaling.keda.enabled=true")),
+    "hpa": (False, ("autoscaling.hpa.enabled=true",)),
+    "hpa-pods": (False, ("autoscaling.hpa.enabled=true", "autoscaling.hpa.metric.type=Pods")),
+}
+
+#: Custom resources kubernetes-validate has no schema for, checked by hand below.
+CUSTOM_KINDS = {
+    "monitoring.coreos.com/v1/ServiceMonitor",
+    "keda.sh/v1alpha1/ScaledObject",
+    "keda.sh/v1alpha1/TriggerAuthentication",
 }
 
 
@@ -271,8 +281,10 @@ def test_rendered_manifests_are_valid_kubernetes_objects(variant: str, kube_vers
             kubernetes_validate.validate(doc, kube_version, strict=True)
         except SchemaNotFoundError:
             without_schema.append(f"{doc['apiVersion']}/{doc['kind']}")
-    # Only the prometheus-operator CRD has no built-in schema (checked by hand below).
-    assert without_schema == (["monitoring.coreos.com/v1/ServiceMonitor"] if all_on else [])
+    # Only the prometheus-operator and KEDA CRDs have no built-in schema (checked
+    # by hand below).
+    assert set(without_schema) <= CUSTOM_KINDS
+    assert bool(without_schema) == (all_on or variant == "keda-mtls")
 
 
 def test_the_schema_validation_has_teeth() -> None:
@@ -285,7 +297,7 @@ def test_the_schema_validation_has_teeth() -> None:
 
 def test_kinds_rendered_by_default() -> None:
     kinds = sorted(d["kind"] for d in render())
-    assert kinds == ["ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "Service"]
+    assert kinds == ["ConfigMap", "Deployment", "Job", "Pod", "PodDisruptionBudget", "Service"]
     (job,) = by_kind(render(), "Job")
     assert job["metadata"]["labels"]["app.kubernetes.io/component"] == "topics"
 
@@ -299,10 +311,14 @@ def test_kinds_rendered_with_everything_on() -> None:
         "Job",
         "Job",
         "NetworkPolicy",
+        "Pod",
         "PodDisruptionBudget",
+        "ScaledObject",
         "Service",
         "Service",
+        "ServiceAccount",
         "ServiceMonitor",
+        "TriggerAuthentication",
     ]
 
 
@@ -339,8 +355,10 @@ def test_the_all_on_values_switch_every_option_on() -> None:
         if path.endswith(".enabled") or path in {"staticMembership", "replay.offline"}
     ]
     assert len(toggles) >= 7
+    # Online is the mode to render with everything; the HPA is KEDA's alternative.
+    off = {"replay.offline", "autoscaling.hpa.enabled"}
     for path in toggles:
-        expected = path != "replay.offline"  # online is the mode to render with everything
+        expected = path not in off
         assert lookup(all_on, path) is expected, path
     # The options that are not booleans.
     for path in (
@@ -366,6 +384,9 @@ def test_the_all_on_values_switch_every_option_on() -> None:
         "networkPolicy.egress",
         "networkPolicy.metricsFrom",
         "metrics.serviceMonitor.labels",
+        "commonLabels",
+        "serviceAccount.annotations",
+        "podLabels",
     ):
         assert lookup(all_on, path), path
     assert all_on["podAntiAffinity"] == "hard"
@@ -390,6 +411,12 @@ def test_the_all_on_values_switch_every_option_on() -> None:
         (["kafka.tls.clientCertSecret.name=c", "kafka.tls.clientCertSecret.certKey="], "certKey"),
         (["podAntiAffinity=always"], "podAntiAffinity"),
         (["replicaCount=-1"], "replicaCount"),
+        (["autoscaling.keda.enabled=true", "autoscaling.hpa.enabled=true"], "/autoscaling"),
+        (["autoscaling.keda.lagThreshold=0"], "lagThreshold"),
+        (["autoscaling.hpa.metric.type=Object"], "type"),
+        (["autoscaling.hpa.metric.name=redstring-lag"], "name"),
+        (["autoscaling.keda.authenticationRef.kind=Secret"], "kind"),
+        (["serviceAccount.automount=true"], "additional properties"),
     ],
 )
 def test_values_schema_refuses(sets: list[str], complaint: str) -> None:
@@ -889,15 +916,26 @@ def test_optional_service_monitor_scrapes_the_metrics_service() -> None:
 def test_network_policy_admits_only_the_metrics_port_and_the_read_api() -> None:
     docs = render(all_on=True)
     policy = one(docs, "NetworkPolicy")
-    rule, api = policy["spec"]["ingress"]
+    rule, test, api = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
     assert rule["from"][0]["namespaceSelector"]["matchLabels"]
+    # The `helm test` Pod may ask the workers' /readyz, and reach them.
+    assert test["ports"] == [{"port": "http", "protocol": "TCP"}]
+    (tester,) = test["from"]
+    pod = one(docs, "Pod")
+    assert tester["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (way,) = [e for e in policy["spec"]["egress"] if "to" in e]
+    assert way["ports"] == [{"port": 7070, "protocol": "TCP"}]
+    worker = one(docs, "Deployment")
+    assert way["to"][0]["podSelector"]["matchLabels"] == worker["spec"]["selector"]["matchLabels"]
     assert api["ports"] == [{"port": 8443, "protocol": "TCP"}]
     assert api["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apps"}}}
     ]
     assert "Egress" in policy["spec"]["policyTypes"]
-    (only,) = one(render("networkPolicy.enabled=true"), "NetworkPolicy")["spec"]["ingress"]
+    (only,) = one(render("networkPolicy.enabled=true", "tests.enabled=false"), "NetworkPolicy")[
+        "spec"
+    ]["ingress"]
     assert only["ports"] == [{"port": "http", "protocol": "TCP"}]
 
 
@@ -1071,3 +1109,416 @@ def test_notes(notes_chart: Path, sets: list[str], expected: str) -> None:
     assert expected in notes, notes
     if "replay.offline=true" not in sets:
         assert "OFFLINE" not in notes
+
+
+# --- autoscaling on lag: KEDA or an HPA ----------------------------------------------
+
+#: What the chart writes of KEDA's ScaledObject and TriggerAuthentication, after
+#: their CRDs (keda.sh/v1alpha1): the fields, their types, and trigger metadata
+#: as strings only (KEDA refuses an unquoted number there).
+KEDA_SCHEMAS: dict[str, Manifest] = {
+    "ScaledObject": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["scaleTargetRef", "triggers"],
+        "properties": {
+            "scaleTargetRef": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name"],
+                "properties": {k: {"type": "string"} for k in ("apiVersion", "kind", "name")},
+            },
+            **{
+                k: {"type": "integer", "minimum": 0}
+                for k in ("minReplicaCount", "maxReplicaCount", "pollingInterval", "cooldownPeriod")
+            },
+            "triggers": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["type", "metadata"],
+                    "properties": {
+                        "type": {"const": "kafka"},
+                        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "authenticationRef": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["name"],
+                            "properties": {
+                                "name": {"type": "string", "minLength": 1},
+                                "kind": {
+                                    "enum": [
+                                        "TriggerAuthentication",
+                                        "ClusterTriggerAuthentication",
+                                    ]
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "TriggerAuthentication": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "env": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["parameter", "name"],
+                    "properties": {
+                        k: {"type": "string"} for k in ("parameter", "name", "containerName")
+                    },
+                },
+            },
+            "secretTargetRef": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["parameter", "name", "key"],
+                    "properties": {k: {"type": "string"} for k in ("parameter", "name", "key")},
+                },
+            },
+        },
+    },
+}
+#: The Kafka scaler's authentication parameters the chart may set.
+KEDA_KAFKA_PARAMETERS = {"username", "password", "ca", "cert", "key", "keyPassword"}
+
+
+def keda_objects(docs: list[Manifest]) -> tuple[Manifest, Manifest | None]:
+    """The ScaledObject and its TriggerAuthentication (or None), each checked
+    against KEDA_SCHEMAS."""
+    scaled = one(docs, "ScaledObject")
+    auths = by_kind(docs, "TriggerAuthentication")
+    for obj in (scaled, *auths):
+        assert obj["apiVersion"] == "keda.sh/v1alpha1"
+        jsonschema.validate(obj["spec"], KEDA_SCHEMAS[obj["kind"]])
+    return scaled, (auths[0] if auths else None)
+
+
+def test_no_autoscaler_by_default() -> None:
+    docs = render()
+    assert not by_kind(docs, "ScaledObject") + by_kind(docs, "HorizontalPodAutoscaler")
+    assert one(docs, "Deployment")["spec"]["replicas"] == 2
+
+
+def test_keda_scales_the_workers_on_the_group_s_lag() -> None:
+    docs = render("autoscaling.keda.enabled=true", "autoscaling.keda.lagThreshold=250")
+    scaled, auth = keda_objects(docs)
+    deployment = one(docs, "Deployment")
+    assert scaled["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": deployment["metadata"]["name"],
+    }
+    # The autoscaler owns the replicas: an upgrade must not reset them.
+    assert "replicas" not in deployment["spec"]
+    # Capped at the partition count.
+    assert (scaled["spec"]["minReplicaCount"], scaled["spec"]["maxReplicaCount"]) == (1, 12)
+    (trigger,) = scaled["spec"]["triggers"]
+    config = one(docs, "ConfigMap")["data"]
+    assert trigger["metadata"] == {
+        "bootstrapServers": config["REDSTRING_KAFKA_BOOTSTRAP"],
+        "consumerGroup": config["REDSTRING_GROUP_ID"],
+        "topic": config["REDSTRING_TOPIC"],
+        "lagThreshold": "250",
+        "activationLagThreshold": "0",
+        "offsetResetPolicy": "earliest",
+        "allowIdleConsumers": "false",
+    }
+    # PLAINTEXT: nothing to authenticate with.
+    assert auth is None and "authenticationRef" not in trigger
+
+
+def test_keda_authenticates_with_the_chart_s_kafka_secrets() -> None:
+    docs = render(all_on=True)
+    scaled, auth = keda_objects(docs)
+    assert auth is not None
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["authenticationRef"] == {"name": auth["metadata"]["name"]}
+    assert trigger["metadata"]["sasl"] == "scram_sha512"
+    assert trigger["metadata"]["tls"] == "enable"
+    assert scaled["spec"]["maxReplicaCount"] == 24
+    secrets = {e["parameter"]: (e["name"], e["key"]) for e in auth["spec"]["secretTargetRef"]}
+    assert secrets == {
+        "password": ("redstring-kafka", "sasl-password"),
+        "ca": ("kafka-ca", "ca.crt"),
+        "cert": ("redstring-kafka-client", "tls.crt"),
+        "key": ("redstring-kafka-client", "tls.key"),
+        "keyPassword": ("redstring-kafka-client-key", "password"),
+    }
+    # The username is not a secret: KEDA reads it from the worker's environment.
+    (username,) = auth["spec"]["env"]
+    worker = container(one(docs, "Deployment"))
+    assert username["containerName"] == worker["name"]
+    assert one(docs, "ConfigMap")["data"][username["name"]] == "redstring"
+    assert set(secrets) | {username["parameter"]} <= KEDA_KAFKA_PARAMETERS
+
+
+def test_keda_over_mutual_tls() -> None:
+    scaled, auth = keda_objects(render(*VARIANTS["keda-mtls"][1]))
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["metadata"]["tls"] == "enable"
+    assert "sasl" not in trigger["metadata"]
+    assert auth is not None and "env" not in auth["spec"]
+    assert {e["parameter"] for e in auth["spec"]["secretTargetRef"]} == {
+        "ca",
+        "cert",
+        "key",
+        "keyPassword",
+    }
+
+
+def test_keda_with_a_trigger_authentication_of_your_own() -> None:
+    docs = render(
+        "kafka.securityProtocol=SASL_SSL",
+        "kafka.sasl.mechanism=OAUTHBEARER",
+        "autoscaling.keda.enabled=true",
+        "autoscaling.keda.authenticationRef.name=kafka-oidc",
+        "autoscaling.keda.authenticationRef.kind=ClusterTriggerAuthentication",
+    )
+    scaled, auth = keda_objects(docs)
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["authenticationRef"] == {
+        "name": "kafka-oidc",
+        "kind": "ClusterTriggerAuthentication",
+    }
+    # Its own says how: nothing set here that KEDA would refuse as set twice.
+    assert "sasl" not in trigger["metadata"] and "tls" not in trigger["metadata"]
+    assert auth is None
+
+
+def test_an_hpa_on_the_lag_metric() -> None:
+    docs = render(*VARIANTS["hpa"][1], "autoscaling.hpa.metric.selector.topic=redstring.events")
+    hpa = one(docs, "HorizontalPodAutoscaler")
+    deployment = one(docs, "Deployment")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert "replicas" not in deployment["spec"]
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 12)
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric == {
+        "type": "External",
+        "external": {
+            "metric": {
+                "name": "redstring_consumer_lag",
+                "selector": {"matchLabels": {"topic": "redstring.events"}},
+            },
+            "target": {"type": "AverageValue", "averageValue": "1000"},
+        },
+    }
+    pods = one(render(*VARIANTS["hpa-pods"][1]), "HorizontalPodAutoscaler")
+    (metric,) = pods["spec"]["metrics"]
+    assert metric["type"] == "Pods"
+    assert metric["pods"]["metric"] == {"name": "redstring_consumer_lag"}
+    renamed = one(
+        render(*VARIANTS["hpa"][1], "autoscaling.hpa.metric.name=redstring_lag_records"),
+        "HorizontalPodAutoscaler",
+    )
+    assert renamed["spec"]["metrics"][0]["external"]["metric"]["name"] == "redstring_lag_records"
+
+
+def test_the_default_lag_metric_is_one_the_workers_serve() -> None:
+    from streams.worker.metrics import Metrics
+
+    served = {family.name for family in Metrics().registry.collect()}
+    default = default_values()["autoscaling"]["hpa"]["metric"]["name"]
+    assert default in served, sorted(served)
+
+
+def test_no_autoscaler_while_an_offline_replay_holds_the_workers_at_zero() -> None:
+    for switch in ("autoscaling.keda.enabled=true", "autoscaling.hpa.enabled=true"):
+        docs = render(switch, "replay.tenant=acme", "replay.offline=true")
+        assert not by_kind(docs, "ScaledObject") + by_kind(docs, "HorizontalPodAutoscaler")
+        assert one(docs, "Deployment")["spec"]["replicas"] == 0
+
+
+@pytest.mark.parametrize(
+    ("sets", "complaint"),
+    [
+        (
+            ["autoscaling.keda.enabled=true", "autoscaling.maxReplicas=13"],
+            "autoscaling.maxReplicas=13 is more than topic.partitions=12",
+        ),
+        (
+            ["autoscaling.hpa.enabled=true", "autoscaling.minReplicas=20"],
+            "autoscaling.minReplicas=20 is more than the ceiling",
+        ),
+        (["autoscaling.hpa.enabled=true", "autoscaling.minReplicas=0"], "only KEDA scales to 0"),
+        (
+            [
+                "autoscaling.keda.enabled=true",
+                "kafka.securityProtocol=SASL_SSL",
+                "kafka.sasl.mechanism=OAUTHBEARER",
+            ],
+            "authenticationRef.name",
+        ),
+        (
+            [
+                "autoscaling.keda.enabled=true",
+                "kafka.securityProtocol=SASL_SSL",
+                "kafka.sasl.mechanism=PLAIN",
+                "kafka.sasl.username=u",
+            ],
+            "kafka.sasl.passwordSecret.name",
+        ),
+    ],
+)
+def test_the_chart_refuses_autoscaling_it_cannot_honour(sets: list[str], complaint: str) -> None:
+    assert complaint in render_fails(*sets)
+
+
+def test_keda_may_stop_every_worker_while_nothing_lags() -> None:
+    scaled, _ = keda_objects(render("autoscaling.keda.enabled=true", "autoscaling.minReplicas=0"))
+    assert scaled["spec"]["minReplicaCount"] == 0
+
+
+# --- service account, labels, the test hook, Chart.yaml --------------------------------
+
+
+def test_a_service_account_with_a_cloud_identity() -> None:
+    assert not by_kind(render(), "ServiceAccount")
+    assert "serviceAccountName" not in pod_spec(one(render(), "Deployment"))
+    docs = render(
+        "serviceAccount.create=true",
+        r"serviceAccount.annotations.iam\.gke\.io/gcp-service-account=rs@p.iam.gserviceaccount.com",
+        "readApi.enabled=true",
+        "readApi.auth.keySecret.name=k",
+        "replay.tenant=acme",
+    )
+    account = one(docs, "ServiceAccount")
+    assert account["metadata"]["name"] == "rs-test-redstring"
+    assert account["metadata"]["annotations"] == {
+        "iam.gke.io/gcp-service-account": "rs@p.iam.gserviceaccount.com"
+    }
+    assert account["automountServiceAccountToken"] is False
+    pods = [*by_kind(docs, "Deployment"), *by_kind(docs, "Job")]
+    assert len(pods) == 4
+    for obj in pods:
+        assert pod_spec(obj)["serviceAccountName"] == "rs-test-redstring"
+        assert pod_spec(obj)["automountServiceAccountToken"] is False
+    assert one(docs, "Pod")["spec"]["serviceAccountName"] == "rs-test-redstring"
+    # Named by serviceAccountName when both are given (all-on: an IRSA role).
+    all_on = render(all_on=True)
+    account = one(all_on, "ServiceAccount")
+    assert account["metadata"]["name"] == "redstring-workers"
+    assert "eks.amazonaws.com/role-arn" in account["metadata"]["annotations"]
+    assert pod_spec(one(all_on, "Deployment"))["serviceAccountName"] == "redstring-workers"
+
+
+@pytest.mark.parametrize("variant", ["defaults", "all-on", "hpa", "offline-replay"])
+def test_common_labels_are_on_every_object_and_pod(variant: str) -> None:
+    all_on, sets = VARIANTS[variant]
+    # all-on has the read API and a ServiceAccount already.
+    extra = () if all_on else ("readApi.enabled=true", "readApi.auth.keySecret.name=k")
+    docs = render(
+        *sets, *extra, "commonLabels.team=data", "serviceAccount.create=true", all_on=all_on
+    )
+    assert len(docs) >= 8
+    for doc in docs:
+        assert doc["metadata"]["labels"]["team"] == "data", doc["kind"]
+        template = doc.get("spec", {}).get("template")
+        if template is not None:
+            assert template["metadata"]["labels"]["team"] == "data", doc["kind"]
+        # Never in a selector: a selector cannot change on an upgrade.
+        selector = doc.get("spec", {}).get("selector", {})
+        assert "team" not in selector.get("matchLabels", selector), doc["kind"]
+
+
+def test_pod_labels_reach_every_pod_the_jobs_included() -> None:
+    docs = render("podLabels.team=data", "replay.tenant=acme")
+    pods = [*by_kind(docs, "Deployment"), *by_kind(docs, "Job")]
+    assert {p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods} == {
+        "projector",
+        "topics",
+        "replay",
+    }
+    for obj in pods:
+        labels = obj["spec"]["template"]["metadata"]["labels"]
+        assert labels["team"] == "data", obj["metadata"]["name"]
+        assert (
+            labels["app.kubernetes.io/component"]
+            == obj["metadata"]["labels"]["app.kubernetes.io/component"]
+        )
+    assert one(docs, "Pod")["metadata"]["labels"]["team"] == "data"
+
+
+@pytest.mark.parametrize("all_on", [False, True], ids=["defaults", "all-on"])
+def test_helm_test_asks_the_workers_readyz(all_on: bool) -> None:
+    docs = render(all_on=all_on)
+    pod = one(docs, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert "hook-succeeded" in pod["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+    assert "volumes" not in spec  # none of the workers' Kafka keys
+    (tester,) = spec["containers"]
+    worker = container(one(docs, "Deployment"))
+    assert tester["image"] == worker["image"]
+    assert tester["securityContext"] == worker["securityContext"]
+    service = one(docs, "Service")
+    port = service["spec"]["ports"][0]["port"]
+    script, url, timeout = tester["args"]
+    assert url == (f"http://{service['metadata']['name']}.{NAMESPACE}.svc:{port}/readyz")
+    assert int(timeout) < spec["activeDeadlineSeconds"]
+    assert tester["command"][0] == "python"
+    compile(script, "readyz", "exec")
+    assert not by_kind(render("tests.enabled=false"), "Pod")
+    # It goes through the metrics Service: none without it.
+    assert not by_kind(render("metrics.service.enabled=false"), "Pod")
+
+
+def test_the_test_pod_s_script_waits_for_a_200(tmp_path: Path) -> None:
+    """The script as the Pod runs it, against a local server that answers 503
+    and then 200, and against one that never does."""
+    import http.server
+    import sys
+    import threading
+
+    (tester,) = one(render(), "Pod")["spec"]["containers"]
+    script = tester["args"][0]
+    answers = [503, 200]
+
+    class Ready(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            code = answers.pop(0) if answers else 503
+            self.send_response(code)
+            self.end_headers()
+            self.wfile.write(b'{"ready": true}' if code == 200 else b"{}")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/readyz"
+        ok = subprocess.run(
+            [sys.executable, "-c", script, url, "30"], capture_output=True, text=True, timeout=60
+        )
+        assert ok.returncode == 0, ok.stderr
+        assert "200" in ok.stdout
+        failed = subprocess.run(
+            [sys.executable, "-c", script, url, "1"], capture_output=True, text=True, timeout=60
+        )
+        assert failed.returncode == 1 and "503" in failed.stderr
+    finally:
+        server.shutdown()
+
+
+def test_chart_yaml_has_home_sources_and_icon() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["home"].startswith("https://")
+    assert chart["sources"] and all(s.startswith("https://") for s in chart["sources"])
+    assert chart["icon"].startswith("https://") and chart["icon"].endswith("/icon.svg")
+    # The icon it points at is the chart's own.
+    assert chart["icon"].endswith("/helm/redstring/icon.svg")
+    assert (CHART / "icon.svg").read_text().lstrip().startswith("<svg")

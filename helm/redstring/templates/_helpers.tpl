@@ -27,6 +27,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: redstring
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* A pod template's labels: (list $ COMPONENT). The selector's, then
+commonLabels and podLabels, which no selector holds. */}}
+{{- define "redstring.podLabels" -}}
+{{- $ := index . 0 }}
+{{- include "redstring.selectorLabels" $ }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- with $.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- with $.Values.podLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The pods' ServiceAccount: serviceAccountName, else the one created, else none. */}}
+{{- define "redstring.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "redstring.fullname" .) .Values.serviceAccountName }}
+{{- else }}
+{{- .Values.serviceAccountName }}
+{{- end }}
 {{- end }}
 
 {{- define "redstring.image" -}}
@@ -253,7 +279,7 @@ ConfigMap.
 {{/* The pod-level settings every pod of the chart shares. */}}
 {{- define "redstring.podCommon" -}}
 automountServiceAccountToken: false
-{{- with .Values.serviceAccountName }}
+{{- with include "redstring.serviceAccountName" . }}
 serviceAccountName: {{ . | quote }}
 {{- end }}
 {{- with .Values.imagePullSecrets }}
@@ -279,4 +305,27 @@ tolerations:
 {{- end }}
 volumes:
   {{- include "redstring.volumes" . | nindent 2 }}
+{{- end }}
+
+{{/*
+The autoscaler in charge of the workers' replicas: "keda", "hpa" or "" (none,
+also while an offline replay holds them at 0).
+*/}}
+{{- define "redstring.autoscaler" -}}
+{{- if not (and .Values.replay.tenant .Values.replay.offline) }}
+{{- if .Values.autoscaling.keda.enabled }}keda{{ else if .Values.autoscaling.hpa.enabled }}hpa{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* The autoscaler's ceiling: maxReplicas, else the partition count; never above it. */}}
+{{- define "redstring.maxReplicas" -}}
+{{- $partitions := int .Values.topic.partitions }}
+{{- $max := int .Values.autoscaling.maxReplicas | default $partitions }}
+{{- if gt $max $partitions }}
+{{- fail (printf "autoscaling.maxReplicas=%d is more than topic.partitions=%d: a worker beyond the partition count stands idle" $max $partitions) }}
+{{- end }}
+{{- if gt (int .Values.autoscaling.minReplicas) $max }}
+{{- fail (printf "autoscaling.minReplicas=%d is more than the ceiling, %d" (int .Values.autoscaling.minReplicas) $max) }}
+{{- end }}
+{{- $max }}
 {{- end }}

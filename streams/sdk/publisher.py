@@ -15,8 +15,11 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Self
 
+from opentelemetry import trace
+
 from contracts.domain import Position
 from contracts.events import Event, event_headers, event_to_json
+from streams import telemetry
 from streams.kafka.producer import AsyncProducer, Headers, ProduceError
 from streams.settings import Settings
 
@@ -50,6 +53,12 @@ class Publisher:
     * **Positions.** ``publish`` resolves once the broker has acknowledged the
       event, to its ``Position`` (topic, partition, offset); hand that to
       ``streams.sdk.read_your_writes.wait_until_projected`` for read-your-writes.
+    * **Traces.** Each event is sent in a ``send <topic>`` span (OpenTelemetry,
+      a child of the current span) whose W3C trace context rides in the
+      record's ``traceparent``/``tracestate`` headers, so that the worker's
+      spans continue the trace (docs/operations.md, "Traces"). Without an
+      OpenTelemetry SDK set up in your process the span is a no-op and an
+      upstream context (if any) still propagates.
 
     It does not retry a failed publish for you: on ``PublishError``, publish
     the same event again (same ``event_id``) and the stores apply it once.
@@ -61,6 +70,8 @@ class Publisher:
             ``redstring.events``).
         topic: Topic to publish to instead of ``settings.topic``; ``None``
             (the default) or an empty string means ``settings.topic``.
+        tracer_provider: Where the ``send`` spans go; ``None`` (the default)
+            means the global one (``opentelemetry.trace.set_tracer_provider``).
         **overrides: Extra confluent-kafka (librdkafka) configuration, applied
             last, e.g. ``**{"linger.ms": 20}``. Overriding
             ``enable.idempotence``, ``acks`` or ``partitioner`` gives up the
@@ -90,22 +101,59 @@ class Publisher:
         30 seconds) and stops the producer.
     """
 
-    def __init__(self, settings: Settings, *, topic: str | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        topic: str | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        **overrides: Any,
+    ) -> None:
         self.topic = topic or settings.topic
         self._producer = AsyncProducer(settings, **overrides)
+        self._tracer = trace.get_tracer("redstring.publisher", tracer_provider=tracer_provider)
 
-    def _send(self, event: Event) -> asyncio.Future[Position]:
-        headers: Headers = list(event_headers(event))
-        return self._producer.send(
-            self.topic, event.tenant_id.encode("utf-8"), event_to_json(event), headers
+    def _send(self, event: Event) -> tuple[asyncio.Future[Position], trace.Span]:
+        # Ended when the broker answers (``_settle``): its length is the publish.
+        # The event type only: a span carries no tenant or payload.
+        span = self._tracer.start_span(
+            f"send {self.topic}",
+            kind=trace.SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": "kafka",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": self.topic,
+                "redstring.event_type": event.event_type,
+            },
         )
+        headers: Headers = list(event_headers(event))
+        telemetry.inject(headers, trace.set_span_in_context(span))
+        try:
+            future = self._producer.send(
+                self.topic, event.tenant_id.encode("utf-8"), event_to_json(event), headers
+            )
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.end()
+            raise
+        return future, span
 
     @staticmethod
-    async def _settle(event: Event, future: asyncio.Future[Position]) -> Position:
+    async def _settle(event: Event, future: asyncio.Future[Position], span: trace.Span) -> Position:
         try:
-            return await future
+            position = await future
+            span.set_attribute("messaging.destination.partition.id", str(position.partition))
+            span.set_attribute("messaging.kafka.offset", position.offset)
+            return position
         except ProduceError as exc:
+            span.set_status(trace.StatusCode.ERROR, str(exc))
             raise PublishError(event, str(exc)) from None
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+            raise
+        finally:
+            span.end()
 
     async def publish(self, event: Event) -> Position:
         """Send one event; resolves once the broker has it, to its position.
@@ -129,7 +177,7 @@ class Publisher:
             await wait_until_projected(position, [graph, vectors])
             ```
         """
-        return await self._settle(event, self._send(event))
+        return await self._settle(event, *self._send(event))
 
     async def publish_many(self, events: Iterable[Event]) -> list[Position]:
         """Send many events in order (one tenant's order is kept by the key).
@@ -157,8 +205,8 @@ class Publisher:
                 positions = await publisher.publish_many([first, second])
             ```
         """
-        pending = [(event, self._send(event)) for event in events]
-        return list(await asyncio.gather(*(self._settle(e, f) for e, f in pending)))
+        pending = [(event, *self._send(event)) for event in events]
+        return list(await asyncio.gather(*(self._settle(e, f, s) for e, f, s in pending)))
 
     def flush(self, timeout: float = 30.0) -> int:
         """Block until queued events are delivered or ``timeout`` passes.

@@ -29,6 +29,7 @@ from streams.kafka.config import client_configs, faust_credentials
 from streams.kafka.probe import RecordProbe
 from streams.kafka.topics import check_topics
 from streams.settings import Settings
+from streams.telemetry import configure_tracing
 from streams.wiring import Stores, build_folds, open_stores
 from streams.worker.bounds import ReadAhead, batch_bounds
 from streams.worker.loop import WorkerLoop
@@ -112,6 +113,9 @@ class Runtime:
         self.sink: KafkaDeadLetterSink | None = None
         self.consumer = FaustConsumer(app, settings.topic)
         self.probe = RecordProbe(settings)
+        # Off unless the OTEL_* variables ask for an exporter (docs/operations.md, "Traces").
+        provider = configure_tracing("redstring-worker")
+        self.tracer = provider.get_tracer("redstring.worker") if provider else None
         self._opening = asyncio.Lock()
 
     async def ready_loop(self) -> WorkerLoop:
@@ -138,6 +142,7 @@ class Runtime:
                     log_start=self.consumer.log_start,
                     probe=self.probe.first_record_at,
                     limits=self.settings.event_limits(),
+                    tracer=self.tracer,
                 )
                 self.loop = WorkerLoop(
                     projector,
@@ -165,7 +170,13 @@ class Runtime:
         for event in events:
             message = event.message
             batch.setdefault(message.partition, []).append(
-                RawRecord(message.offset, message.key, message.value, _logged_at(message))
+                RawRecord(
+                    message.offset,
+                    message.key,
+                    message.value,
+                    _logged_at(message),
+                    message.headers,
+                )
             )
             size += len(message.value) if message.value else 0
         self.metrics.intake_bytes.observe(size)

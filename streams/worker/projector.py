@@ -30,11 +30,14 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol, TypeVar
+
+from opentelemetry import trace
 
 from contracts.domain import StreamPartition
 from contracts.errors import SchemaVersionTooNewError, is_transient
@@ -44,6 +47,7 @@ from contracts.signing import ControlKeys
 from projections.fold import Fold
 from projections.records import FoldReport, LogRecord
 from projections.verdicts import Verdicts
+from streams import telemetry
 from streams.worker.decode import Decoded, decode
 from streams.worker.metrics import Metrics
 
@@ -86,6 +90,8 @@ class RawRecord:
     value: bytes | None
     #: The record's Kafka timestamp (when it reached the log), if it has one.
     logged_at: datetime | None = None
+    #: The record's headers, read only for a producer's trace context.
+    headers: telemetry.Headers | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +123,8 @@ class Decision:
     seek: int | None = None  # seek back (and commit) to this offset
     pause: str | None = None  # stop consuming the partition, and why
     applied: int = 0
+    #: Why a seek (the ``redstring_seeks_total`` reason) or why nothing: for traces.
+    reason: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -169,6 +177,52 @@ def contiguous_run(
 #: Asks the broker for the offset of the first record at or after an offset
 #: (None if it cannot tell now, or there is none yet).
 Probe = Callable[[int, int], Awaitable[int | None]]
+
+#: The stores in the folds' order (``streams.wiring.build_folds``).
+STORES = ("graph", "vector")
+
+#: Dead letters sent during the batch in hand, for its span (set only while tracing).
+_LETTERED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "lettered", default=None
+)
+
+
+def _store(index: int) -> str:
+    return STORES[index] if index < len(STORES) else f"store{index}"
+
+
+def _links(records: Sequence[RawRecord]) -> tuple[trace.SpanContext | None, list[trace.Link]]:
+    """The producers' contexts the records carry: the first is the batch span's
+    parent, so that one event's trace runs from its publish to the store
+    writes; the others are links (one batch holds many producers' traces)."""
+    parent: trace.SpanContext | None = None
+    links: list[trace.Link] = []
+    seen: set[int] = set()
+    for record in records:
+        context = telemetry.extract(record.headers)
+        if context is None or context.span_id in seen:
+            continue
+        seen.add(context.span_id)
+        if parent is None:
+            parent = context
+        else:
+            links.append(trace.Link(context, {"messaging.kafka.offset": record.offset}))
+    return parent, links
+
+
+def _outcome(decision: Decision) -> dict[str, str | int]:
+    if decision.pause is not None:
+        return {"redstring.decision": "pause", "redstring.decision.reason": decision.pause}
+    for kind, offset in (("seek", decision.seek), ("commit", decision.commit)):
+        if offset is not None:
+            outcome: dict[str, str | int] = {
+                "redstring.decision": kind,
+                "redstring.decision.offset": offset,
+            }
+            if decision.reason is not None:
+                outcome["redstring.decision.reason"] = decision.reason
+            return outcome
+    return {"redstring.decision": "none", "redstring.decision.reason": decision.reason or ""}
 
 
 class _Judged:
@@ -239,8 +293,13 @@ class Projector:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         probe: Probe | None = None,
         limits: EventLimits = DEFAULT_LIMITS,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self.folds = list(folds)
+        # None: tracing is off, and no record's headers are read; the API's
+        # no-op tracer makes each span a few attribute-free calls.
+        self._tracing = tracer is not None
+        self._tracer = tracer if tracer is not None else trace.NoOpTracer()
         self.limits = limits  # the configurable caps decode applies (contracts.limits)
         self.dead_letters = dead_letters
         self.topic = topic
@@ -331,7 +390,75 @@ class Projector:
             ]
         )
 
+    @contextmanager
+    def _span(
+        self,
+        name: str,
+        attributes: Mapping[str, Any] | None = None,
+        *,
+        kind: trace.SpanKind = trace.SpanKind.INTERNAL,
+        context: trace.SpanContext | None = None,
+        links: Sequence[trace.Link] = (),
+    ) -> Iterator[trace.Span]:
+        """A child span of the current one (or of ``context``). An error is
+        recorded by its class only: exception texts can name tenants and
+        entities, which no span carries."""
+        parent = trace.set_span_in_context(trace.NonRecordingSpan(context)) if context else None
+        with self._tracer.start_as_current_span(
+            name,
+            context=parent,
+            kind=kind,
+            attributes=attributes if self._tracing else None,
+            links=links,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+                raise
+
     async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
+        """One partition's batch, in a ``process <topic>`` span when tracing
+        (docs/operations.md, "Traces")."""
+        if not self._tracing:
+            return await self._handle_bounded(partition, records)
+        parent, links = _links(records)
+        offsets = [record.offset for record in records]
+        attributes = {
+            "messaging.system": "kafka",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": self.topic,
+            "messaging.destination.partition.id": str(partition),
+            "messaging.batch.message_count": len(records),
+            "redstring.offset.first": min(offsets, default=-1),
+            "redstring.offset.last": max(offsets, default=-1),
+        }
+        lettered: list[int] = []
+        token = _LETTERED.set(lettered)
+        try:
+            with self._span(
+                f"process {self.topic}",
+                attributes,
+                kind=trace.SpanKind.CONSUMER,
+                context=parent,
+                links=links,
+            ) as span:
+                decision = await self._handle_bounded(partition, records)
+                span.set_attributes(
+                    {
+                        **_outcome(decision),
+                        "redstring.applied": decision.applied,
+                        "redstring.dead_lettered": len(lettered),
+                    }
+                )
+                return decision
+        finally:
+            _LETTERED.reset(token)
+
+    async def _handle_bounded(self, partition: int, records: Sequence[RawRecord]) -> Decision:
         token = _BOUNDED.set(True)
         try:
             return await self._handle(partition, records)
@@ -351,16 +478,17 @@ class Projector:
             return Decision(pause=reason)
         except _Abandoned:
             log.warning("batch abandoned: the worker is stopping", extra={"partition": partition})
-            return Decision()
+            return Decision(reason="abandoned: the worker is stopping")
         finally:
             _BOUNDED.reset(token)
 
     async def _handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
         if partition in self.health.paused:
-            return Decision()
+            return Decision(reason="partition paused")
         selected = await self._select(partition, records)
         if isinstance(selected, Decision):
             return selected
+        trace.get_current_span().set_attribute("redstring.records.new", len(selected.records))
         judged = _Judged(partial(self.judged_through, partition))
         decoded = await self._decode(partition, selected.records, judged)
         await self._dead_letter(partition, decoded.letters)
@@ -381,40 +509,52 @@ class Projector:
         if fresh:
             return _Selected(fresh, needed, hole)
         if hole is None:
-            return Decision(commit=needed)
+            return Decision(commit=needed, reason="already applied")
         # The consumer is ahead of what the stores hold (a replay opened a
         # window, or a seek or a record was lost): read the gap first.
         self.metrics.seeks.labels(reason="ahead").inc()
-        return Decision(seek=needed)
+        return Decision(seek=needed, reason="ahead")
 
     async def _decode(
         self, partition: int, fresh: Sequence[RawRecord], judged: _Judged
     ) -> _Decoded:
         """Decode the records in order, up to a newer schema version (which
         pauses the partition) or a replay request the stores have not judged."""
+        async with self._decoding:
+            with self._span("decode", {"redstring.records": len(fresh)}) as span:
+                decoded = await self._decode_run(partition, fresh, judged)
+                span.set_attribute("redstring.decoded", len(decoded.records))
+                span.set_attribute("redstring.invalid", len(decoded.letters))
+                if decoded.pause is not None or decoded.truncated:
+                    stop = "newer schema version" if decoded.pause else "replay request"
+                    span.set_attribute("redstring.stopped_at", stop)
+                return decoded
+
+    async def _decode_run(
+        self, partition: int, fresh: Sequence[RawRecord], judged: _Judged
+    ) -> _Decoded:
         records: list[LogRecord] = []
         letters: list[DeadLetter] = []
-        async with self._decoding:
-            for index, raw in enumerate(fresh):
-                if index and index % DECODE_SLICE == 0:
-                    # Let the other partitions' units of work move on meanwhile.
-                    await asyncio.sleep(0)
-                try:
-                    decoded = self._decode_one(partition, raw)
-                except SchemaVersionTooNewError as exc:
-                    return _Decoded(records, letters, pause=str(exc))
-                records.append(decoded.record)
-                reason = decoded.dead_letter_reason
-                if reason is not None and raw.offset > max(
-                    await judged.get(), self._lettered.get(partition, -1)
-                ):
-                    letters.append(DeadLetter(partition, raw.offset, raw.key, raw.value, reason))
-                is_replay = isinstance(decoded.record.event, TenantReplayRequestedEvent)
-                if is_replay and raw.offset > await judged.get():
-                    # A store ends the batch at a replay request it has not seen and
-                    # rescans the partition from the log start: judge nothing past it
-                    # now, or its dead letters would be written again on the rescan.
-                    return _Decoded(records, letters, truncated=True)
+        for index, raw in enumerate(fresh):
+            if index and index % DECODE_SLICE == 0:
+                # Let the other partitions' units of work move on meanwhile.
+                await asyncio.sleep(0)
+            try:
+                decoded = self._decode_one(partition, raw)
+            except SchemaVersionTooNewError as exc:
+                return _Decoded(records, letters, pause=str(exc))
+            records.append(decoded.record)
+            reason = decoded.dead_letter_reason
+            if reason is not None and raw.offset > max(
+                await judged.get(), self._lettered.get(partition, -1)
+            ):
+                letters.append(DeadLetter(partition, raw.offset, raw.key, raw.value, reason))
+            is_replay = isinstance(decoded.record.event, TenantReplayRequestedEvent)
+            if is_replay and raw.offset > await judged.get():
+                # A store ends the batch at a replay request it has not seen and
+                # rescans the partition from the log start: judge nothing past it
+                # now, or its dead letters would be written again on the rescan.
+                return _Decoded(records, letters, truncated=True)
         return _Decoded(records, letters)
 
     def _decode_one(self, partition: int, raw: RawRecord) -> Decoded:
@@ -435,7 +575,7 @@ class Projector:
         if not letters:
             return
         # Written before any checkpoint moves past them: never silently lost.
-        await self._retry(partition, lambda: self.dead_letters.send(letters))
+        await self._retry(partition, partial(self._send_letters, letters))
         self.metrics.dead_lettered.inc(len(letters))
         self._lettered[partition] = max(letter.offset for letter in letters)
 
@@ -540,13 +680,13 @@ class Projector:
             # A store asked for an earlier offset (a rebuild window opened, or
             # the records after a refused event are still to be applied).
             self.metrics.seeks.labels(reason="replay").inc()
-            return Decision(seek=after, applied=applied.applied)
+            return Decision(seek=after, applied=applied.applied, reason="replay")
         if decoded.truncated or selected.hole is not None:
             # The consumer has read past the records left out of this batch
             # (after a replay request, or after a record it did not hand over).
             reason = "hole" if selected.hole is not None else "replay"
             self.metrics.seeks.labels(reason=reason).inc()
-            return Decision(seek=after, applied=applied.applied)
+            return Decision(seek=after, applied=applied.applied, reason=reason)
         return Decision(commit=after, applied=applied.applied)
 
     async def _apply(
@@ -565,8 +705,8 @@ class Projector:
             verdicts = Verdicts(len(self.folds))
             results = await asyncio.gather(
                 *(
-                    fold.apply(part, records, log_start=log_start, read_from=read_from, seat=seat)
-                    for fold, seat in zip(self.folds, verdicts.seats, strict=True)
+                    self._fold(index, part, records, log_start, read_from, seat)
+                    for index, seat in enumerate(verdicts.seats)
                 ),
                 return_exceptions=True,
             )
@@ -577,6 +717,43 @@ class Projector:
             return [result for result in results if isinstance(result, FoldReport)]
 
         return await self._retry(partition, attempt)
+
+    async def _fold(
+        self,
+        index: int,
+        part: StreamPartition,
+        records: Sequence[LogRecord],
+        log_start: int,
+        read_from: int,
+        seat: Any,
+    ) -> FoldReport:
+        """One store's units of work over the records, in an ``apply <store>`` span."""
+        fold = self.folds[index]
+        attributes = {
+            "redstring.store": _store(index),
+            "redstring.records": len(records),
+            "redstring.offset.first": records[0].offset,
+            "redstring.offset.last": records[-1].offset,
+            "redstring.read_from": read_from,
+        }
+        with self._span(f"apply {_store(index)}", attributes) as span:
+            report = await fold.apply(
+                part, records, log_start=log_start, read_from=read_from, seat=seat
+            )
+            if self._tracing:
+                span.set_attributes(
+                    {
+                        "redstring.outcome": type(report.outcome).__name__,
+                        "redstring.applied": report.applied,
+                        "redstring.skipped": report.skipped,
+                        "redstring.collapsed": report.collapsed,
+                        "redstring.dangling": report.dangling,
+                        "redstring.next_needed_offset": report.next_needed_offset,
+                    }
+                )
+                if report.failed:
+                    span.set_attribute("redstring.refused_offset", report.failed[0].offset)
+            return report
 
     async def _contiguous(
         self, partition: int, records: Sequence[RawRecord], start: int
@@ -621,8 +798,25 @@ class Projector:
                 for off, why in sorted(failed.items())
                 if off in by_offset
             ]
-            await self._retry(partition, lambda: self.dead_letters.send(letters))
+            await self._retry(partition, partial(self._send_letters, letters))
             self.metrics.dead_lettered.inc(len(letters))
+
+    async def _send_letters(self, letters: Sequence[DeadLetter]) -> None:
+        offsets = [letter.offset for letter in letters]
+        with self._span(
+            "send dead letters",
+            {
+                "messaging.operation.type": "send",
+                "redstring.dead_letters": len(letters),
+                "redstring.offset.first": min(offsets),
+                "redstring.offset.last": max(offsets),
+            },
+            kind=trace.SpanKind.PRODUCER,
+        ):
+            await self.dead_letters.send(letters)
+        lettered = _LETTERED.get()
+        if lettered is not None:
+            lettered.extend(offsets)
 
     async def _retry(self, partition: int, attempt: Callable[[], Awaitable[T]]) -> T:
         """Store and broker errors are retried with backoff and never escape: the

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from streams.cli.output import Format, output_option, print_json, text
 from streams.settings import Settings
+
+if TYPE_CHECKING:
+    from streams.kafka.dead_letters import StoredLetter
 
 
 @click.group()
@@ -15,13 +21,26 @@ def dlq() -> None:
     """List, show and re-drive dead letters (<topic>.dlq)."""
 
 
+def _letter(letter: StoredLetter) -> dict[str, Any]:
+    """A dead letter's JSON form, without its value (docs/operations.md)."""
+    fields = asdict(letter)
+    del fields["value"]
+    return {**fields, "key": text(letter.key)}
+
+
 @dlq.command("list")
 @click.option("--limit", type=int, default=None, help="Show at most this many.")
-def dlq_list(limit: int | None) -> None:
+@output_option
+def dlq_list(limit: int | None, output: Format) -> None:
     """One line per dead letter: its DLQ offset, where it came from, and why."""
     from streams.kafka.dead_letters import read_letters
 
-    for letter in read_letters(Settings(), limit):
+    settings = Settings()
+    letters = read_letters(settings, limit)
+    if output == "json":
+        print_json({"topic": settings.dlq_topic, "letters": [_letter(x) for x in letters]})
+        return
+    for letter in letters:
         source = f"[{letter.source_partition}]@{letter.source_offset}"
         key = (letter.key or b"").decode("utf-8", "replace")
         click.echo(f"{letter.dlq_offset:>6}  {source:<14} key={key:<20} {letter.reason}")
@@ -29,21 +48,34 @@ def dlq_list(limit: int | None) -> None:
 
 @dlq.command("show")
 @click.argument("dlq_offset", type=int)
-def dlq_show(dlq_offset: int) -> None:
+@output_option
+def dlq_show(dlq_offset: int, output: Format) -> None:
     """Print one dead letter's reason and value."""
     from streams.kafka.dead_letters import read_letters
 
     for letter in read_letters(Settings()):
-        if letter.dlq_offset == dlq_offset:
-            click.echo(f"reason: {letter.reason}")
-            click.echo(f"from: partition {letter.source_partition} offset {letter.source_offset}")
-            value = letter.value or b""
-            try:
-                click.echo(json.dumps(json.loads(value), indent=2, ensure_ascii=False))
-            except ValueError:
-                click.echo(value.decode("utf-8", "replace"))
+        if letter.dlq_offset != dlq_offset:
+            continue
+        value = _parsed(letter)
+        if output == "json":
+            print_json({**_letter(letter), "value": text(letter.value), "value_json": value})
             return
+        click.echo(f"reason: {letter.reason}")
+        click.echo(f"from: partition {letter.source_partition} offset {letter.source_offset}")
+        if value is None:
+            click.echo(text(letter.value) or "")
+        else:
+            click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+        return
     raise click.ClickException(f"no dead letter at offset {dlq_offset}; see `redstring dlq list`")
+
+
+def _parsed(letter: StoredLetter) -> Any:
+    """The value parsed when it is JSON (most dead letters are), else None."""
+    try:
+        return json.loads(letter.value or b"")
+    except ValueError:
+        return None
 
 
 @dlq.command("redrive")

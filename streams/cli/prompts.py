@@ -23,7 +23,8 @@ def confirm(question: str, yes: bool) -> None:
         return
     if not sys.stdin.isatty():
         raise click.ClickException(f"{question} Refusing without a terminal; pass --yes.")
-    click.confirm(question, abort=True)
+    # On stderr, so that the answer is asked for even when stdout is piped (-o json).
+    click.confirm(question, abort=True, err=True)
 
 
 def operator() -> str:

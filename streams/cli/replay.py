@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from contracts.ids import TenantId
+from streams.cli.output import Format, note, output_option, print_json
 from streams.cli.prompts import confirm, operator, parse_tenant
 from streams.settings import Settings
 
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 @click.option("--tenant", "tenant", required=True, help="The tenant to rebuild.")
 @click.option("--offline", is_flag=True, help="The workers are stopped: do the work here.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def replay_command(tenant: str, offline: bool, yes: bool) -> None:
+@output_option
+def replay_command(tenant: str, offline: bool, yes: bool, output: Format) -> None:
     """Rebuild TENANT in both stores from the start of the log.
 
     Online (default): publishes a signed TenantReplayRequested; the running
@@ -44,11 +46,39 @@ def replay_command(tenant: str, offline: bool, yes: bool) -> None:
         f"({target.log_end - target.log_start} records to rescan)?",
         yes,
     )
-    rebuild = _offline if offline else _online
+    started = time.monotonic()
     try:
-        asyncio.run(rebuild(settings, target, tenant_))
+        if offline:
+            asyncio.run(_offline(settings, target))
+            request, counts = None, None
+        else:
+            request, counts = asyncio.run(_online(settings, target, output))
     except ReplayRefused as exc:
         raise click.ClickException(str(exc)) from None
+    seconds = time.monotonic() - started
+    if output == "json":
+        print_json(
+            {
+                "tenant": tenant_,
+                "mode": "offline" if offline else "online",
+                **_place(target),
+                "log_start": target.log_start,
+                "log_end": target.log_end,
+                "request_offset": request,
+                "seconds": round(seconds, 3),
+                "counts": counts,
+            }
+        )
+    elif counts is None:
+        click.echo(
+            f"tenant {tenant_} deleted in both stores and {_where(target)} rewound to "
+            f"{target.log_start}. Start the workers (redstring worker) to rebuild it."
+        )
+    else:
+        click.echo(
+            f"rebuilt {tenant_} in {seconds:.1f}s: "
+            + ", ".join(f"{n} {k}" for k, n in counts.items())
+        )
 
 
 def _locate(settings: Settings, tenant: TenantId) -> Target:
@@ -75,7 +105,11 @@ def _where(target: Target) -> str:
     return f"{target.partition.topic}[{target.partition.partition}]"
 
 
-async def _offline(settings: Settings, target: Target, tenant: TenantId) -> None:
+def _place(target: Target) -> dict[str, str | int]:
+    return {"topic": target.partition.topic, "partition": target.partition.partition}
+
+
+async def _offline(settings: Settings, target: Target) -> None:
     from streams.ops.replay import offline_rebuild
     from streams.wiring import open_stores
 
@@ -84,23 +118,19 @@ async def _offline(settings: Settings, target: Target, tenant: TenantId) -> None
         await offline_rebuild(settings, stores, target)
     finally:
         await stores.aclose()
-    click.echo(
-        f"tenant {tenant} deleted in both stores and {_where(target)} rewound to "
-        f"{target.log_start}. Start the workers (redstring worker) to rebuild it."
-    )
 
 
-async def _online(settings: Settings, target: Target, tenant: TenantId) -> None:
+async def _online(settings: Settings, target: Target, output: Format) -> tuple[int, dict[str, int]]:
     """Publish the request, then show the workers' progress until the rebuild
-    window closes."""
+    window closes: the request's offset and what the tenant holds then."""
     from streams.ops.replay import publish_control, summary, window_progress
     from streams.wiring import open_stores
 
-    started = time.monotonic()
+    tenant = target.tenant
     stores = await open_stores(settings)
     try:
         request = await publish_control(settings, "TenantReplayRequested", tenant, operator())
-        click.echo(f"replay requested at {_where(target)}@{request.offset}")
+        note(output, f"replay requested at {_where(target)}@{request.offset}")
         with click.progressbar(
             length=max(1, request.offset - target.log_start),
             label="rescanning",
@@ -117,16 +147,14 @@ async def _online(settings: Settings, target: Target, tenant: TenantId) -> None:
         counts = await summary(stores.graph, stores.vector, tenant)
     finally:
         await stores.aclose()
-    click.echo(
-        f"rebuilt {tenant} in {time.monotonic() - started:.1f}s: "
-        + ", ".join(f"{n} {k}" for k, n in counts.items())
-    )
+    return request.offset, counts
 
 
 @click.command("erase")
 @click.option("--tenant", "tenant", required=True, help="The tenant to erase.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def erase_command(tenant: str, yes: bool) -> None:
+@output_option
+def erase_command(tenant: str, yes: bool, output: Format) -> None:
     """Erase TENANT from both stores, for good.
 
     Publishes a signed TenantErased and waits until both stores have deleted the
@@ -144,13 +172,25 @@ def erase_command(tenant: str, yes: bool) -> None:
 
     async def run() -> None:
         request = await publish_control(settings, "TenantErased", tenant_, operator())
-        click.echo(f"erasure requested at {request.topic}[{request.partition}]@{request.offset}")
+        where = f"{request.topic}[{request.partition}]@{request.offset}"
+        note(output, f"erasure requested at {where}")
         stores = await open_stores(settings)
         try:
             await wait_for_erasure(stores, tenant_, request)
         finally:
             await stores.aclose()
-        click.echo(f"tenant {tenant_} erased from both stores.")
+        if output == "json":
+            print_json(
+                {
+                    "tenant": tenant_,
+                    "topic": request.topic,
+                    "partition": request.partition,
+                    "request_offset": request.offset,
+                    "erased": True,
+                }
+            )
+        else:
+            click.echo(f"tenant {tenant_} erased from both stores.")
 
     try:
         asyncio.run(run())

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import click
 
+from streams.cli.output import Format, output_option, print_json
 from streams.settings import Settings
 
 
@@ -32,19 +35,41 @@ def topics_create(partitions: int | None) -> None:
 
 
 @topics.command("describe")
-def topics_describe() -> None:
+@output_option
+def topics_describe(output: Format) -> None:
     """Show the topics' ids, partitions, offsets and retention."""
     from streams.kafka.topics import TopicError, describe_topic
 
     settings = Settings()
     try:
-        for name in (settings.topic, settings.dlq_topic):
-            info = describe_topic(settings, name)
-            click.echo(
-                f"{info.name}  id={info.topic_id}  partitions={info.partition_count}  "
-                f"retention.ms={info.retention_ms}"
-            )
-            for p in info.partitions:
-                click.echo(f"  [{p.partition}] offsets {p.low}..{p.high}")
+        infos = [describe_topic(settings, name) for name in (settings.topic, settings.dlq_topic)]
     except TopicError as exc:
         raise click.ClickException(str(exc)) from None
+    if output == "json":
+        print_json(
+            {
+                "topics": [
+                    {
+                        "name": info.name,
+                        "topic_id": info.topic_id,
+                        "partition_count": info.partition_count,
+                        "retention_ms": _number(info.retention_ms),
+                        "partitions": [asdict(p) for p in info.partitions],
+                    }
+                    for info in infos
+                ]
+            }
+        )
+        return
+    for info in infos:
+        click.echo(
+            f"{info.name}  id={info.topic_id}  partitions={info.partition_count}  "
+            f"retention.ms={info.retention_ms}"
+        )
+        for p in info.partitions:
+            click.echo(f"  [{p.partition}] offsets {p.low}..{p.high}")
+
+
+def _number(value: str) -> int | None:
+    """retention.ms as a number (-1: unlimited), or None when the broker did not say."""
+    return int(value) if value.lstrip("-").isdigit() else None

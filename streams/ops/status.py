@@ -1,15 +1,26 @@
 """Where each partition stands: the log end, the group's committed offset,
-each store's checkpoint, the lag, and the open rebuild windows."""
+each store's checkpoint, the lag, and the open rebuild windows; and, from two
+readings, how fast records arrive and are applied."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 
 from contracts.domain import StreamPartition
 from streams.kafka.config import librdkafka_config
-from streams.kafka.topics import TopicInfo
+from streams.kafka.topics import TopicInfo, describe_topic
 from streams.settings import Settings
 from streams.wiring import Stores
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildWindow:
+    store: str  # "graph" or "vector"
+    tenant: str
+    done: int
+    total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,11 +30,30 @@ class PartitionStatus:
     committed: int  # -1: the group has committed nothing here
     graph: int
     vector: int
-    rebuilding: list[str]
+    rebuilding: list[RebuildWindow]
 
     @property
     def lag(self) -> int:
         return max(0, self.log_end - (min(self.graph, self.vector) + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    topic: str
+    topic_id: str
+    group_id: str
+    partitions: list[PartitionStatus]
+    #: time.monotonic() when read: what rates are measured against.
+    read_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """Records per second between two readings of one partition: appended to
+    the log, and applied by both stores (the slower store's checkpoint)."""
+
+    appended: float
+    applied: float
 
 
 def committed_offsets(settings: Settings, info: TopicInfo) -> dict[int, int]:
@@ -47,10 +77,14 @@ async def partition_status(
     rows = []
     for p in info.partitions:
         part = StreamPartition(info.name, p.partition, info.topic_id)
-        markers = [
-            f"{m.tenant_id} {m.applied_through + 1 - m.start_offset}/"
-            f"{m.end_offset - m.start_offset}"
-            for store in (stores.graph, stores.vector)
+        windows = [
+            RebuildWindow(
+                name,
+                m.tenant_id,
+                m.applied_through + 1 - m.start_offset,
+                m.end_offset - m.start_offset,
+            )
+            for name, store in (("graph", stores.graph), ("vector", stores.vector))
             for m in await store.rebuild_markers(part)
         ]
         rows.append(
@@ -60,7 +94,36 @@ async def partition_status(
                 committed=committed.get(p.partition, -1),
                 graph=await stores.graph.checkpoint(part),
                 vector=await stores.vector.checkpoint(part),
-                rebuilding=markers,
+                rebuilding=windows,
             )
         )
     return rows
+
+
+async def read_status(settings: Settings, stores: Stores) -> Status:
+    """One reading of the events topic: Kafka's side (log ends, the group's
+    commits) first, so that a store read after it is never behind what it saw."""
+    info = await asyncio.to_thread(describe_topic, settings)
+    committed = await asyncio.to_thread(committed_offsets, settings, info)
+    rows = await partition_status(stores, info, committed)
+    return Status(info.name, info.topic_id, settings.group_id, rows, time.monotonic())
+
+
+def throughput(before: Status, after: Status) -> dict[int, Throughput]:
+    """Rates per partition between two readings; a partition in only one of
+    them (none in practice: the count is fixed) has none."""
+    seconds = after.read_at - before.read_at
+    if seconds <= 0:
+        return {}
+    earlier = {p.partition: p for p in before.partitions}
+    rates = {}
+    for now in after.partitions:
+        then = earlier.get(now.partition)
+        if then is None:
+            continue
+        applied = min(now.graph, now.vector) - min(then.graph, then.vector)
+        # A replay rewinds the checkpoints: a negative rate would only confuse.
+        rates[now.partition] = Throughput(
+            max(0, now.log_end - then.log_end) / seconds, max(0, applied) / seconds
+        )
+    return rates

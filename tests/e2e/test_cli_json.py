@@ -1,0 +1,65 @@
+"""``-o json`` of ``redstring topics describe`` and ``redstring status`` against
+the real stack (issue 18, item 6): stdout is one JSON document that agrees with
+what the broker and the stores hold, whatever the command says on stderr."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+import pytest
+
+from contracts.events import event_to_json
+from streams.kafka.partitioning import partition_for
+from tests.e2e.conftest import Deployment
+from tests.e2e.test_skip import publish_raw
+from tests.unit.streams.test_projector import doc
+
+pytestmark = pytest.mark.services
+
+
+async def json_of(deployment: Deployment, *args: str) -> Any:
+    """Run ``redstring ARGS -o json``: its stdout, which must parse as one document."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "streams",
+        *args,
+        "-o",
+        "json",
+        env={**os.environ, **deployment.command_env()},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode == 0, err.decode(errors="replace")
+    return json.loads(out)
+
+
+async def test_topics_describe_and_status_as_json(deployment: Deployment) -> None:
+    tenant = deployment.tenant("json")
+    event = doc(tenant, "x")
+    await publish_raw(deployment, [(tenant.encode(), event_to_json(event))] * 2)
+    home = partition_for(tenant, deployment.partitions)
+    settings = deployment.settings
+
+    described = await json_of(deployment, "topics", "describe")
+    events, dlq = described["topics"]
+    assert (events["name"], dlq["name"]) == (settings.topic, settings.dlq_topic)
+    assert events["topic_id"] == deployment.topic_id
+    assert events["partition_count"] == deployment.partitions
+    assert events["retention_ms"] == -1
+    assert [p["high"] for p in events["partitions"]] == [
+        2 if p == home else 0 for p in range(deployment.partitions)
+    ]
+
+    status = await json_of(deployment, "status")
+    assert (status["topic"], status["topic_id"]) == (settings.topic, deployment.topic_id)
+    assert status["group_id"] == settings.group_id
+    # No worker has run: nothing committed, nothing applied, all of it lag.
+    assert [
+        (p["partition"], p["committed"], p["graph"], p["lag"]) for p in status["partitions"]
+    ] == [(p, None, -1, 2 if p == home else 0) for p in range(deployment.partitions)]

@@ -1,0 +1,223 @@
+"""``-o json`` of the commands that report (streams.cli.output): one document on
+stdout with the keys docs/operations.md lists, notes on stderr, and the tables
+unchanged; over the in-memory stores with Kafka's side stood in for."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from adapters.embedding import HashingEmbedder
+from contracts.domain import Position, RebuildMarker, StreamPartition
+from contracts.ids import TenantId
+from streams.cli import main
+from streams.kafka import dead_letters, topics
+from streams.kafka.dead_letters import StoredLetter
+from streams.kafka.topics import PartitionInfo, TopicInfo
+from streams.ops import replay, status
+from streams.ops.replay import Target
+from streams.wiring import Stores
+from tests.unit.streams.test_projector import ListSink, doc, projector, raw
+
+INFO = TopicInfo("events", "tid", [PartitionInfo(0, 0, 5), PartitionInfo(1, 3, 3)], "-1")
+PART = StreamPartition("events", 0, "tid")
+
+
+def run(*args: str) -> Result:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return result
+
+
+def document(result: Result) -> Any:
+    """stdout as exactly one JSON document (json.loads refuses anything else)."""
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def memory_stores(stores: Any, monkeypatch: pytest.MonkeyPatch) -> Stores:
+    """Both memory stores at offset 1 of partition 0, with a rebuild window of
+    tenant b open in the graph store; `open_stores` hands them out."""
+    graph, vector = stores
+
+    async def fill() -> None:
+        await projector(graph, vector, ListSink()).handle(
+            0, [raw(0, doc("a", "x")), raw(1, doc("a", "y"))]
+        )
+        async with graph.unit_of_work(PART) as uow:
+            await uow.put_rebuild_marker(RebuildMarker(TenantId("b"), PART, 0, 4, 1))
+
+    asyncio.run(fill())
+    opened = Stores(graph, vector, HashingEmbedder(dimension=16), AsyncExitStack())
+
+    async def open_stores(settings: Any) -> Stores:
+        return opened
+
+    monkeypatch.setattr("streams.wiring.open_stores", open_stores)
+    return opened
+
+
+@pytest.fixture
+def kafka_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(status, "describe_topic", lambda settings: INFO)
+    monkeypatch.setattr(status, "committed_offsets", lambda settings, info: {0: 2, 1: -1001})
+
+
+@pytest.mark.usefixtures("memory_stores", "kafka_status")
+def test_status_json() -> None:
+    shown = document(run("status", "-o", "json"))
+    assert shown["topic"] == "events" and shown["topic_id"] == "tid"
+    first, second = shown["partitions"]
+    assert first == {
+        "partition": 0,
+        "log_end": 5,
+        "committed": 2,
+        "graph": 1,
+        "vector": 1,
+        "lag": 3,
+        "rebuilding": [{"store": "graph", "tenant": "b", "done": 2, "total": 4}],
+        "throughput": None,
+    }
+    # Nothing committed: Kafka's -1001 stands for "none", shown as null.
+    assert second["committed"] is None and second["lag"] == 3
+    table = run("status").stdout.splitlines()
+    assert table[0].split() == [
+        "partition", "log", "end", "committed", "graph", "vector", "lag", "rebuilding"
+    ]  # fmt: skip
+    assert table[1].split() == ["0", "5", "2", "1", "1", "3", "b", "2/4"]
+
+
+def test_dlq_list_and_show_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    letters = [
+        StoredLetter(0, b"acme", b'{"event_type": "Nope"}', "unknown event_type", 2, 17),
+        StoredLetter(1, None, b"\xff not json", "value is not JSON", 0, 3),
+    ]
+    monkeypatch.setattr(dead_letters, "read_letters", lambda settings, limit=None: letters)
+    monkeypatch.setenv("REDSTRING_TOPIC", "events")
+    listed = document(run("dlq", "list", "-o", "json"))
+    assert listed == {
+        "topic": "events.dlq",
+        "letters": [
+            {
+                "dlq_offset": 0,
+                "source_partition": 2,
+                "source_offset": 17,
+                "key": "acme",
+                "reason": "unknown event_type",
+            },
+            {
+                "dlq_offset": 1,
+                "source_partition": 0,
+                "source_offset": 3,
+                "key": None,
+                "reason": "value is not JSON",
+            },
+        ],
+    }
+    shown = document(run("dlq", "show", "0", "-o", "json"))
+    assert shown["value"] == '{"event_type": "Nope"}'
+    assert shown["value_json"] == {"event_type": "Nope"}
+    assert shown["reason"] == "unknown event_type" and shown["source_offset"] == 17
+    raw_value = document(run("dlq", "show", "1", "-o", "json"))
+    assert raw_value["value"] == "\ufffd not json" and raw_value["value_json"] is None
+    assert "reason: unknown event_type" in run("dlq", "show", "0").stdout
+
+
+def test_topics_describe_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    dlq = TopicInfo("events.dlq", "did", [PartitionInfo(0, 0, 2)], "unknown")
+    monkeypatch.setattr(
+        topics, "describe_topic", lambda settings, name=None: dlq if name.endswith("dlq") else INFO
+    )
+    shown = document(run("topics", "describe", "-o", "json"))
+    assert shown == {
+        "topics": [
+            {
+                "name": "events",
+                "topic_id": "tid",
+                "partition_count": 2,
+                "retention_ms": -1,
+                "partitions": [
+                    {"partition": 0, "low": 0, "high": 5},
+                    {"partition": 1, "low": 3, "high": 3},
+                ],
+            },
+            {
+                "name": "events.dlq",
+                "topic_id": "did",
+                "partition_count": 1,
+                "retention_ms": None,
+                "partitions": [{"partition": 0, "low": 0, "high": 2}],
+            },
+        ]
+    }
+    assert "  [0] offsets 0..5" in run("topics", "describe").stdout
+
+
+@pytest.fixture
+def control(memory_stores: Stores, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Replay and erase with the control events, the rebuild and the waiting
+    stood in for; the list records the control events published."""
+    published: list[str] = []
+
+    async def publish(settings: Any, event_type: str, tenant: Any, who: str) -> Position:
+        published.append(event_type)
+        return Position("events", 0, 9)
+
+    async def done(*args: Any, **kwargs: Any) -> Any:
+        return replay.Progress(9, 9, True)
+
+    async def counts(*args: Any) -> dict[str, int]:
+        return {"entities": 2, "relationships": 0, "aliases": 0, "vectors": 2}
+
+    def locate(settings: Any, tenant: TenantId) -> Target:
+        return Target(tenant, INFO, PART, 0, 5)
+
+    monkeypatch.setattr(replay, "locate", locate)
+    monkeypatch.setattr(replay, "publish_control", publish)
+    for name in ("window_progress", "wait_for_erasure", "offline_rebuild"):
+        monkeypatch.setattr(replay, name, done)
+    monkeypatch.setattr(replay, "summary", counts)
+    return published
+
+
+def test_replay_json(control: list[str]) -> None:
+    online = run("replay", "--tenant", "a", "--yes", "-o", "json")
+    shown = document(online)
+    assert {k: v for k, v in shown.items() if k != "seconds"} == {
+        "tenant": "a",
+        "mode": "online",
+        "topic": "events",
+        "partition": 0,
+        "log_start": 0,
+        "log_end": 5,
+        "request_offset": 9,
+        "counts": {"entities": 2, "relationships": 0, "aliases": 0, "vectors": 2},
+    }
+    assert isinstance(shown["seconds"], float)
+    assert "replay requested at events[0]@9" in online.stderr
+    offline = document(run("replay", "--tenant", "a", "--offline", "--yes", "-o", "json"))
+    assert offline["mode"] == "offline"
+    assert offline["request_offset"] is None and offline["counts"] is None
+    assert control == ["TenantReplayRequested"]
+    table = run("replay", "--tenant", "a", "--yes")
+    assert "replay requested at events[0]@9" in table.stdout
+    assert "rebuilt a in" in table.stdout and "2 entities" in table.stdout
+
+
+def test_erase_json(control: list[str]) -> None:
+    erased = run("erase", "--tenant", "a", "--yes", "-o", "json")
+    assert document(erased) == {
+        "tenant": "a",
+        "topic": "events",
+        "partition": 0,
+        "request_offset": 9,
+        "erased": True,
+    }
+    assert "erasure requested at events[0]@9" in erased.stderr
+    assert control == ["TenantErased"]
+    assert "tenant a erased from both stores." in run("erase", "--tenant", "a", "--yes").stdout

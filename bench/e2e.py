@@ -1225,25 +1225,11 @@ def render_markdown(report: Report) -> str:
 
 
 def write_plot(report: Report, path: Path) -> None:
-    from bench.png import Series, line_chart
+    from bench.plot import from_report
 
-    last = max((s.round for s in report.sides), default=0)
-    colours = {
-        "ceiling": (90, 90, 90),
-        "redstring 1w": (200, 40, 40),
-        "redstring 2w": (240, 140, 20),
-        "quix": (40, 90, 200),
-    }
-    series = []
-    for side in report.sides:
-        if side.round != last or side.name not in colours:
-            continue
-        # Events visible against time: the slope is the throughput. (A rolling
-        # rate reads badly for the peer, whose offsets move every 5 s.)
-        points = [(0.0, 0.0), *((t, float(d)) for t, d in side.timeline)]
-        series.append(Series(side.name, colours[side.name], points))
-    if series:
-        line_chart(path, series, x_label="seconds", y_label="events visible")
+    # Events visible against time: the slope is the throughput. (A rolling
+    # rate reads badly for the peer, whose offsets move every 5 s.)
+    from_report(asdict(report), path)
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -63,3 +64,36 @@ async def test_topics_describe_and_status_as_json(deployment: Deployment) -> Non
     assert [
         (p["partition"], p["committed"], p["graph"], p["lag"]) for p in status["partitions"]
     ] == [(p, None, -1, 2 if p == home else 0) for p in range(deployment.partitions)]
+
+
+async def test_status_watch_reports_rates_and_stops_cleanly_on_ctrl_c(
+    deployment: Deployment,
+) -> None:
+    tenant = deployment.tenant("watch")
+    home = partition_for(tenant, deployment.partitions)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "streams",
+        *("status", "--watch", "--interval", "0.5", "-o", "json"),
+        env={**os.environ, **deployment.command_env()},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    try:
+        first = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+        event = event_to_json(doc(tenant, "x"))
+        await publish_raw(deployment, [(tenant.encode(), event)] * 5)
+        later = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+        while later["partitions"][home]["log_end"] < 5:
+            later = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert first["partitions"][home]["throughput"] is None
+    assert later["partitions"][home]["throughput"]["appended_per_s"] > 0
+    assert later["partitions"][home]["throughput"]["applied_per_s"] == 0
+    # Ctrl-C is the way out of --watch: exit 0 and no traceback.
+    assert proc.returncode == 0, err.decode(errors="replace")
+    assert b"Traceback" not in err

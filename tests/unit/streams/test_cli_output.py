@@ -221,3 +221,63 @@ def test_erase_json(control: list[str]) -> None:
     assert "erasure requested at events[0]@9" in erased.stderr
     assert control == ["TenantErased"]
     assert "tenant a erased from both stores." in run("erase", "--tenant", "a", "--yes").stdout
+
+
+def test_throughput_is_records_per_second_between_two_readings() -> None:
+    def reading(at: float, log_end: int, graph: int, vector: int) -> status.Status:
+        row = status.PartitionStatus(0, log_end, -1, graph, vector, [])
+        return status.Status("events", "tid", "g", [row], at)
+
+    [(partition, rate)] = status.throughput(
+        reading(10, 100, 40, 50), reading(12, 120, 60, 44)
+    ).items()
+    # Applied: the slower store's checkpoint, 40 -> 44, over 2 s.
+    assert (partition, rate) == (0, status.Throughput(appended=10.0, applied=2.0))
+    # A replay rewinds the checkpoints: no negative rate.
+    assert status.throughput(reading(0, 5, 4, 4), reading(1, 5, -1, -1))[0].applied == 0
+    assert status.throughput(reading(1, 5, 4, 4), reading(1, 5, 4, 4)) == {}
+
+
+@pytest.mark.usefixtures("memory_stores", "kafka_status")
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_watch_redraws_with_rates_until_ctrl_c(
+    monkeypatch: pytest.MonkeyPatch, output: str
+) -> None:
+    from streams.cli import status as command
+
+    ends = iter([5, 9, 13])
+    monkeypatch.setattr(
+        status,
+        "describe_topic",
+        lambda settings: TopicInfo("events", "tid", [PartitionInfo(0, 0, next(ends))], "-1"),
+    )
+    waits: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "pause", pause)
+    cleared: list[None] = []
+    monkeypatch.setattr("click.clear", lambda: cleared.append(None))
+    result = run("status", "--watch", "--interval", "0.5", "-o", output)
+    assert waits == [0.5, 0.5, 0.5]
+    if output == "json":
+        readings = [json.loads(line) for line in result.stdout.splitlines()]
+        rates = [r["partitions"][0]["throughput"] for r in readings]
+        assert rates[0] is None and all(r["appended_per_s"] > 0 for r in rates[1:])
+        assert [r["partitions"][0]["log_end"] for r in readings] == [5, 9, 13]
+        assert cleared == []
+    else:
+        assert len(cleared) == 3
+        assert result.stdout.count("Ctrl-C to stop") == 3
+        headers = [line for line in result.stdout.splitlines() if line.startswith("partition")]
+        assert len(headers) == 3 and all("in/s" in h and "applied/s" in h for h in headers)
+        first = result.stdout.split("Ctrl-C to stop")[1].splitlines()[3].split()
+        assert first[:6] == ["0", "5", "2", "1", "1", "3"] and first[6:8] == ["-", "-"]
+
+
+def test_the_interval_has_a_floor() -> None:
+    refused = CliRunner().invoke(main, ["status", "--watch", "--interval", "0"])
+    assert refused.exit_code == 2 and "x>=0.5" in refused.stderr

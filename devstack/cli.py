@@ -47,7 +47,7 @@ root_option = click.option(
 )
 
 
-@click.group(name="dev")
+@click.group(name="dev", short_help="The local stack: Kafka, Neo4j, Postgres+pgvector.")
 def dev() -> None:
     """The local stack: Kafka 4 (KRaft), Neo4j 5.26 and Postgres+pgvector on 127.0.0.1.
 
@@ -57,7 +57,7 @@ def dev() -> None:
     """
 
 
-@dev.command()
+@dev.command(short_help="Start the stack; print its `export REDSTRING_*=...` lines.")
 @root_option
 @_one_line_errors
 def up(root: str | None) -> None:
@@ -77,7 +77,7 @@ def down(root: str | None, purge: bool) -> None:
     stack.down(_root(root), purge=purge)
 
 
-@dev.command()
+@dev.command(short_help="Each service's pid, port, memory and one real request.")
 @root_option
 @_one_line_errors
 def status(root: str | None) -> None:
@@ -99,7 +99,7 @@ def status(root: str | None) -> None:
         sys.exit(3)
 
 
-@dev.command()
+@dev.command(short_help="The last lines of a service's log, or of all three.")
 @root_option
 @click.argument("service", required=False, type=click.Choice(stack.SERVICE_NAMES))
 @click.option("-n", "--lines", default=40, show_default=True, help="Lines to show per file.")

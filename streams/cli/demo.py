@@ -11,7 +11,7 @@ import click
 from streams.settings import Settings
 
 
-@click.command("demo")
+@click.command("demo", short_help="Run the pipeline end to end on the local stack.")
 @click.option("--keep-topic", is_flag=True, help="Leave the demo topic in place.")
 def demo_command(keep_topic: bool) -> None:
     """Run the pipeline end to end on the local stack (start it first with

@@ -28,7 +28,7 @@ def _letter(letter: StoredLetter) -> dict[str, Any]:
     return {**fields, "key": text(letter.key)}
 
 
-@dlq.command("list")
+@dlq.command("list", short_help="One line per dead letter: offset, origin, reason.")
 @click.option("--limit", type=int, default=None, help="Show at most this many.")
 @output_option
 def dlq_list(limit: int | None, output: Format) -> None:
@@ -78,7 +78,7 @@ def _parsed(letter: StoredLetter) -> Any:
         return None
 
 
-@dlq.command("redrive")
+@dlq.command("redrive", short_help="Publish dead letters to the events topic again.")
 @click.argument("dlq_offsets", type=int, nargs=-1, required=True)
 def dlq_redrive(dlq_offsets: tuple[int, ...]) -> None:
     """Publish the given dead letters to the events topic again, key and value

@@ -12,7 +12,7 @@ from streams.cli.prompts import parse_tenant
 from streams.settings import Settings
 
 
-@click.command("export")
+@click.command("export", short_help="One tenant from the real stores, as canonical JSON.")
 @click.option("--tenant", "tenant", required=True, help="The tenant to export.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Default: stdout.")
 def export_command(tenant: str, out: Path | None) -> None:

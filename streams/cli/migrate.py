@@ -9,7 +9,7 @@ import click
 from streams.settings import Settings
 
 
-@click.command("migrate")
+@click.command("migrate", short_help="Run both stores' pending schema migrations.")
 @click.option(
     "--batch",
     type=click.IntRange(min=1),

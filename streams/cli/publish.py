@@ -10,7 +10,7 @@ import click
 from streams.settings import Settings
 
 
-@click.command("publish")
+@click.command("publish", short_help="Validate a file of events, then publish it.")
 @click.argument("events", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def publish_command(events: Path) -> None:
     """Publish EVENTS (one JSON envelope per line) to the events topic, keyed by

@@ -18,13 +18,13 @@ if TYPE_CHECKING:
     from streams.ops.replay import Target
 
 
-@click.command("replay")
+@click.command("replay", short_help="Rebuild one tenant from the start of the log.")
 @click.option("--tenant", "tenant", required=True, help="The tenant to rebuild.")
 @click.option("--offline", is_flag=True, help="The workers are stopped: do the work here.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @output_option
 def replay_command(tenant: str, offline: bool, yes: bool, output: Format) -> None:
-    """Rebuild TENANT in both stores from the start of the log.
+    """Rebuild the tenant given by --tenant in both stores from the start of the log.
 
     Online (default): publishes a signed TenantReplayRequested; the running
     workers delete the tenant, rescan its partition and re-apply its history,
@@ -150,12 +150,12 @@ async def _online(settings: Settings, target: Target, output: Format) -> tuple[i
     return request.offset, counts
 
 
-@click.command("erase")
+@click.command("erase", short_help="Erase one tenant from both stores, for good.")
 @click.option("--tenant", "tenant", required=True, help="The tenant to erase.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @output_option
 def erase_command(tenant: str, yes: bool, output: Format) -> None:
-    """Erase TENANT from both stores, for good.
+    """Erase the tenant given by --tenant from both stores, for good.
 
     Publishes a signed TenantErased and waits until both stores have deleted the
     tenant and recorded the erasure; no later replay or rebuild brings its older

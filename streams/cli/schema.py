@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 
-@click.group()
+@click.group(short_help="The event contract as JSON Schema.")
 def schema() -> None:
     """The event contract as JSON Schema, for producers not written in Python."""
 

@@ -12,7 +12,7 @@ from streams.ops import skip as procedure
 from streams.settings import Settings
 
 
-@click.command("skip")
+@click.command("skip", short_help="Skip the record a paused partition waits on.")
 @click.option("--partition", type=int, required=True, help="The paused partition.")
 @click.option("--offset", type=int, required=True, help="The offset of the record it waits on.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")

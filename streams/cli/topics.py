@@ -15,7 +15,7 @@ def topics() -> None:
     """Create and describe the events topic and its dead-letter topic."""
 
 
-@topics.command("create")
+@topics.command("create", short_help="Create the events topic and <topic>.dlq.")
 @click.option("--partitions", type=int, help="Partition count (default REDSTRING_PARTITIONS=12).")
 def topics_create(partitions: int | None) -> None:
     """Create the events topic and <topic>.dlq with unlimited retention.

@@ -9,7 +9,7 @@ import click
 from streams.settings import Settings
 
 
-@click.command("worker")
+@click.command("worker", short_help="Project the events topic into Neo4j and Postgres.")
 @click.option(
     "--worker-id",
     envvar="REDSTRING_WORKER_ID",

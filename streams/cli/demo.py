@@ -70,7 +70,13 @@ async def _show(settings: Settings) -> None:
                 near = ", ".join(n.id for n in await graph.neighbors(t, entity.id)) or "-"
                 aliases = ", ".join(a.alias_id for a in await graph.find_aliases(t, entity.id))
                 extra = f"  aliases: {aliases}" if aliases else ""
-                click.echo(f"  {entity.id:<11} {entity.name!r:<24} neighbours: {near}{extra}")
+                label = f":{entity.type}"
+                click.echo(
+                    f"  {entity.id:<11} {entity.name!r:<24} {label:<14} neighbours: {near}{extra}"
+                )
+                # Each edge as the native model stores it: a relationship of its own type.
+                for edge in await graph.get_relationships(t, source_id=entity.id):
+                    click.echo(f"  {'':<11} -[:{edge.type}]-> {edge.target_id}")
         query = "Ada Lovelace"
         embedder = stores.embedder
         if isinstance(embedder, HashingEmbedder):

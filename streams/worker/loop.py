@@ -25,17 +25,34 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
 from streams.worker.bounds import UNBOUNDED, BatchBounds, handle_bounded
-from streams.worker.projector import Decision, Projector, RawRecord
+from streams.worker.metrics import PartitionView
+from streams.worker.projector import Decision, Projector, RawRecord, rebuild_progress
 
 log = logging.getLogger("redstring.worker")
 
 #: How a pause on a newer schema version reads (contracts.errors.SchemaVersionTooNewError).
 SCHEMA_PAUSE = "Upgrade the workers to resume this partition"
+#: How the projector's other pauses read: a corrupt store, and a store call
+#: that kept failing with an error that is not transient.
+CORRUPT_PAUSE = "the store is corrupt"
+GAVE_UP_PAUSE = "which is not transient: paused for an operator"
 
 
 def is_schema_pause(reason: str) -> bool:
     """Whether a pause came from a newer schema version (not a corrupt store)."""
     return SCHEMA_PAUSE in reason
+
+
+def pause_reason(reason: str) -> str:
+    """The pause's kind for redstring_partition_paused (one of
+    streams.worker.metrics.PAUSE_REASONS), from the projector's text."""
+    if is_schema_pause(reason):
+        return "schema_version"
+    if reason.startswith(CORRUPT_PAUSE):
+        return "store_corrupt"
+    if GAVE_UP_PAUSE in reason:
+        return "store_failed"
+    return "other"
 
 
 class Consumer(Protocol):
@@ -248,15 +265,25 @@ class WorkerLoop:
             await self._seek(partition, position)
 
     async def update_lag(self) -> None:
+        """The lag timer: each held partition's lag per store, open rebuild
+        windows and pause, from the stores themselves (not in any batch's path)."""
         assigned = sorted(self.consumer.assigned())
-        if not assigned:
-            return
-        ends = await self.consumer.log_end(assigned)
+        ends = await self.consumer.log_end(assigned) if assigned else {}
+        views = []
         for partition in assigned:
-            needed = await self.projector.position(partition)
-            self.projector.metrics.lag.labels(partition=str(partition)).set(
-                max(0, int(ends.get(partition) or 0) - needed)
+            stores = await self.projector.stores_view(partition)
+            paused = self.projector.health.paused.get(partition)
+            views.append(
+                PartitionView(
+                    partition,
+                    int(ends.get(partition) or 0),
+                    {store: position for store, (position, _) in stores.items()},
+                    {
+                        store: [(m.tenant_id, m.start_offset, m.end_offset) for m in markers]
+                        for store, (_, markers) in stores.items()
+                    },
+                    rebuild_progress(m for _, markers in stores.values() for m in markers),
+                    None if paused is None else pause_reason(paused),
+                )
             )
-            self.projector.metrics.replay_progress.labels(partition=str(partition)).set(
-                await self.projector.replay_progress(partition)
-            )
+        self.projector.metrics.show_partitions(views)

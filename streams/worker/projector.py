@@ -30,7 +30,7 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -39,7 +39,7 @@ from typing import Any, Protocol, TypeVar
 
 from opentelemetry import trace
 
-from contracts.domain import StreamPartition
+from contracts.domain import RebuildMarker, StreamPartition
 from contracts.errors import SchemaVersionTooNewError, is_transient
 from contracts.events import TenantReplayRequestedEvent
 from contracts.limits import DEFAULT_LIMITS, EventLimits
@@ -49,7 +49,7 @@ from projections.records import FoldReport, LogRecord
 from projections.verdicts import Verdicts
 from streams import telemetry
 from streams.worker.decode import Decoded, decode
-from streams.worker.metrics import Metrics
+from streams.worker.metrics import STORES, Metrics
 
 log = logging.getLogger("redstring.projector")
 
@@ -143,6 +143,16 @@ class PartitionHealth:
         return [f"partition {p}: {why}" for p, why in sorted(merged.items())]
 
 
+def rebuild_progress(markers: Iterable[RebuildMarker]) -> float:
+    """The least scanned fraction of these rebuild windows; 1.0 when there are none."""
+    fractions = [1.0]
+    for marker in markers:
+        span = max(1, marker.end_offset - marker.start_offset)
+        scanned = marker.applied_through - marker.start_offset + 1
+        fractions.append(min(1.0, max(0.0, scanned / span)))
+    return min(fractions)
+
+
 def contiguous_run(
     records: Sequence[RawRecord], start: int, empty: Mapping[int, int] | None = None
 ) -> tuple[list[RawRecord], int | None]:
@@ -177,9 +187,6 @@ def contiguous_run(
 #: Asks the broker for the offset of the first record at or after an offset
 #: (None if it cannot tell now, or there is none yet).
 Probe = Callable[[int, int], Awaitable[int | None]]
-
-#: The stores in the folds' order (``streams.wiring.build_folds``).
-STORES = ("graph", "vector")
 
 #: Dead letters sent during the batch in hand, for its span (set only while tracing).
 _LETTERED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
@@ -356,15 +363,20 @@ class Projector:
     async def replay_progress(self, partition: int) -> float:
         """The least scanned fraction of the partition's open rebuild windows
         over both stores (docs/design.md 6.1); 1.0 when none is open."""
+        views = await self.stores_view(partition)
+        return rebuild_progress(m for _, markers in views.values() for m in markers)
+
+    async def stores_view(self, partition: int) -> dict[str, tuple[int, list[RebuildMarker]]]:
+        """Each store's next needed offset and open rebuild windows, asked (not
+        remembered), by store name: what the lag timer reports."""
         part = self.stream_partition(partition)
-        fractions = [1.0]
-        for fold in self.folds:
-            markers = await self._retry(partition, partial(fold.store.rebuild_markers, part))
-            for marker in markers:
-                span = max(1, marker.end_offset - marker.start_offset)
-                scanned = marker.applied_through - marker.start_offset + 1
-                fractions.append(min(1.0, max(0.0, scanned / span)))
-        return min(fractions)
+        return {
+            store: (
+                await self._retry(partition, partial(fold.next_needed_offset, part)),
+                list(await self._retry(partition, partial(fold.store.rebuild_markers, part))),
+            )
+            for store, fold in zip(STORES, self.folds, strict=False)
+        }
 
     async def position(self, partition: int) -> int:
         """Where the stores need the partition read from, as of this worker's

@@ -8,12 +8,14 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from contracts import signing
 from contracts.domain import StreamPartition
-from contracts.events import SCHEMA_VERSION, event_to_json
+from contracts.events import SCHEMA_VERSION, event_to_json, make_event
 from contracts.ids import EntityId, TenantId
 from streams.worker.loop import WorkerLoop
+from streams.worker.metrics import Metrics
 from streams.worker.projector import Decision, RawRecord
-from tests.unit.streams.test_projector import ListSink, doc, projector, raw
+from tests.unit.streams.test_projector import KEY, ListSink, doc, projector, raw
 
 
 class Recorder:
@@ -180,16 +182,56 @@ async def test_a_pause_of_a_revoked_partition_is_forgotten(stores: Any) -> None:
     assert loop.paused_at == {} and p.health.ready
 
 
-async def test_the_lag_timer_reports_lag_and_replay_progress(stores: Any) -> None:
+async def test_the_lag_timer_reports_lag_per_store_windows_and_pauses(stores: Any) -> None:
+    """redstring_consumer_lag (the slower store) and redstring_store_lag_records
+    per store; an open rebuild window counted, aged and its progress shown; a
+    paused partition with its reason's kind; a revoked partition's series gone."""
     graph, vector = stores
     p = projector(graph, vector, ListSink())
-    loop = WorkerLoop(p, Recorder({0}, {0: 5}))
+    clock = Clock()
+    p.metrics = Metrics(clock=clock)
+    consumer = Recorder({0, 1}, {0: 5, 1: 0})
+    loop = WorkerLoop(p, consumer)
     await loop.on_batch({0: [raw(0, doc("a", "x")), raw(1, doc("a", "y"))]})
     await loop.update_lag()
-    samples = {
-        (metric.name, sample.labels.get("partition")): sample.value
-        for metric in p.metrics.registry.collect()
-        for sample in metric.samples
+    assert served(p, "redstring_consumer_lag") == {("0",): 3, ("1",): 0}
+    assert served(p, "redstring_store_lag_records") == {
+        ("0", "graph"): 3,
+        ("0", "vector"): 3,
+        ("1", "graph"): 0,
+        ("1", "vector"): 0,
     }
-    assert samples[("redstring_consumer_lag", "0")] == 3
-    assert samples[("redstring_replay_progress", "0")] == 1.0
+    assert served(p, "redstring_rebuild_progress_ratio")[("0",)] == 1.0
+    assert served(p, "redstring_rebuild_windows_open") == {("graph",): 0, ("vector",): 0}
+    assert served(p, "redstring_partition_paused") == {}
+
+    # A replay request at offset 2 opens a window [0, 2) in both stores.
+    replay = signing.sign(
+        make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY, topic_id="tid"
+    )
+    await loop.on_batch({0: [raw(2, replay)]})
+    await loop.update_lag()
+    assert served(p, "redstring_rebuild_windows_open") == {("graph",): 1, ("vector",): 1}
+    assert served(p, "redstring_rebuild_progress_ratio")[("0",)] == 0.0
+    assert served(p, "redstring_store_lag_records")[("0", "graph")] == 5
+    clock.now = 90.0
+    await loop.update_lag()
+    assert served(p, "redstring_rebuild_window_age_seconds") == {
+        ("0", "graph"): 90.0,
+        ("0", "vector"): 90.0,
+    }
+
+    await loop.on_batch({1: [newer(0)]})
+    consumer.partitions = {1}
+    await loop.update_lag()
+    assert served(p, "redstring_partition_paused") == {("1", "schema_version"): 1}
+    # Partition 0 is no longer held: none of its series is left.
+    assert served(p, "redstring_rebuild_window_age_seconds") == {}
+    assert served(p, "redstring_rebuild_windows_open") == {("graph",): 0, ("vector",): 0}
+    assert set(served(p, "redstring_consumer_lag")) == {("1",)}
+
+
+def served(p: Any, family: str) -> dict[tuple[str, ...], float]:
+    """A family's samples as the registry serves them, by label values."""
+    (metric,) = [m for m in p.metrics.registry.collect() if m.name == family]
+    return {tuple(s.labels.values()): s.value for s in metric.samples}

@@ -150,7 +150,7 @@ async def test_a_replay_request_seeks_back_to_the_log_start(stores: Any) -> None
 
 
 async def test_replay_progress_follows_the_rebuild_window(stores: Any) -> None:
-    """redstring_replay_progress: 0 when a replay request has opened the window,
+    """redstring_rebuild_progress_ratio: 0 when a replay request has opened the window,
     the scanned fraction while it is rescanned, 1.0 once both stores closed it."""
     graph, vector = stores
     p = projector(graph, vector, ListSink())

@@ -1,19 +1,16 @@
 """What a read-only open checks of the graph schema, reading only
 (docs/adr/0016-read-only-open.md).
 
-The graph has no version marker yet: its schema is the constraints and
-indexes of ``schema.SCHEMA``, so a reader checks that each exists and is
-online. ``stored_version`` and ``READ_VERSION`` are the hook for a versioned
-graph schema: when the graph records its version, ``stored_version`` reads
-that marker, ``READ_VERSION`` is the version this code reads, and
-``check_schema`` compares the two before it checks the rules.
+A reader first compares the model the graph is written in (its version node,
+``schema.read_state``) with the one this code reads, then checks that every
+constraint and index of ``schema.SCHEMA`` exists and is online.
 """
 
 from __future__ import annotations
 
 from neo4j import AsyncDriver, RoutingControl
 
-from adapters.neo4j.schema import SCHEMA
+from adapters.neo4j.schema import GRAPH_SCHEMA_VERSION, SCHEMA, read_state
 from contracts.errors import StoreSchemaError
 
 #: What to run when the graph's schema is missing or behind.
@@ -22,9 +19,8 @@ MIGRATE_REMEDY = (
     "as a user that may create constraints, then open the reader again"
 )
 
-#: The graph schema version this code reads; None while the graph is not
-#: versioned.
-READ_VERSION: int | None = None
+#: The graph schema version this code reads.
+READ_VERSION = GRAPH_SCHEMA_VERSION
 
 _RULES = """
 SHOW INDEXES YIELD name, state WHERE name STARTS WITH 'redstring_'
@@ -33,26 +29,27 @@ RETURN name, state
 
 
 async def stored_version(driver: AsyncDriver, database: str) -> int | None:
-    """The graph schema version the database records; None while the graph
-    records none (today), so only the rules are checked."""
-    del driver, database
-    return None
+    """The model the graph's data is in; None for an empty graph, which any
+    version reads alike (the rules check then says whether it is set up)."""
+    state = await read_state(driver, database)
+    return None if state.empty else state.version
 
 
 def check_version(where: str, stored: int | None) -> None:
-    """Raise ``StoreSchemaError`` unless ``stored`` is ``READ_VERSION``."""
-    if stored == READ_VERSION:
+    """Raise ``StoreSchemaError`` unless ``stored`` is ``READ_VERSION`` or the
+    graph is empty (None)."""
+    if stored is None or stored == READ_VERSION:
         return
-    if stored is not None and (READ_VERSION is None or stored > READ_VERSION):
+    if stored > READ_VERSION:
         raise StoreSchemaError(
             where,
             f"the graph schema is at version {stored}, newer than this code understands "
-            f"({READ_VERSION or 'unversioned'})",
+            f"({READ_VERSION})",
             "upgrade this reader to the redstring version the workers run",
         )
     raise StoreSchemaError(
         where,
-        f"the graph schema is at version {stored or 'none'}, this code reads {READ_VERSION}",
+        f"the graph schema is at version {stored}, this code reads {READ_VERSION}",
         MIGRATE_REMEDY,
     )
 

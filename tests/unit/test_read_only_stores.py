@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 from neo4j import RoutingControl
 
-import adapters.neo4j.read_only as neo4j_read_only
 import adapters.neo4j.store as neo4j_store
 import adapters.pgvector.store as pg_store
 from adapters.neo4j import Neo4jGraphStore
 from adapters.neo4j.read_only import check_schema, check_version
-from adapters.neo4j.schema import SCHEMA
+from adapters.neo4j.schema import GRAPH_SCHEMA_VERSION, SCHEMA
 from adapters.pgvector import PgVectorStore, RetryPolicy
 from adapters.pgvector.sql import Statements
 from contracts.domain import EmbeddingIdentity, StreamPartition, VectorRecord
@@ -83,19 +82,25 @@ async def test_a_vector_write_with_records_is_refused() -> None:
 
 
 class _Driver:
-    def __init__(self, rules: dict[str, str]) -> None:
+    """Answers the version query with ``version`` and the index listing with ``rules``."""
+
+    def __init__(self, rules: dict[str, str], version: int | None = GRAPH_SCHEMA_VERSION) -> None:
         self.rules = rules
+        self.version = version
         self.asked: list[dict[str, Any]] = []
 
     async def execute_query(self, query: str, **kwargs: Any) -> tuple[Any, None, None]:
         self.asked.append(kwargs)
+        if "RedstringSchema" in query:
+            state = {"version": self.version, "has_entities": self.version is not None}
+            return [{**state, "cursor_tenant": None, "cursor_id": None}], None, None
         return [{"name": n, "state": s} for n, s in self.rules.items()], None, None
 
 
 async def test_a_graph_with_every_rule_online_is_readable() -> None:
     driver = _Driver(dict.fromkeys(SCHEMA, "ONLINE"))
     await check_schema(driver, "neo4j")  # type: ignore[arg-type]
-    assert [a["routing_"] for a in driver.asked] == [RoutingControl.READ]
+    assert [a["routing_"] for a in driver.asked] == [RoutingControl.READ, RoutingControl.READ]
 
 
 @pytest.mark.parametrize(
@@ -117,13 +122,18 @@ async def test_a_graph_without_its_rules_is_refused(rules: dict[str, str], messa
         await check_schema(_Driver(rules), "neo4j")  # type: ignore[arg-type]
 
 
-def test_the_graph_version_hook(monkeypatch: pytest.MonkeyPatch) -> None:
-    check_version("graph", None)  # unversioned, as today
-    monkeypatch.setattr(neo4j_read_only, "READ_VERSION", 2)
+def test_the_graph_version_is_the_one_this_code_reads() -> None:
+    assert GRAPH_SCHEMA_VERSION == 2
+    check_version("graph", None)  # an empty graph: the rules check decides
     check_version("graph", 2)
     with pytest.raises(StoreSchemaError, match=r"version 3, newer.*upgrade this reader"):
         check_version("graph", 3)
     with pytest.raises(StoreSchemaError, match=r"version 1, this code reads 2.*migrate"):
         check_version("graph", 1)
-    with pytest.raises(StoreSchemaError, match=r"version none, this code reads 2.*migrate"):
-        check_version("graph", None)
+
+
+async def test_a_graph_in_the_old_model_is_refused_before_its_rules_are_read() -> None:
+    driver = _Driver(dict.fromkeys(SCHEMA, "ONLINE"), version=1)
+    with pytest.raises(StoreSchemaError, match=r"version 1, this code reads 2.*migrate"):
+        await check_schema(driver, "neo4j")  # type: ignore[arg-type]
+    assert len(driver.asked) == 1

@@ -10,6 +10,7 @@ others.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from typing import Any
 
@@ -78,9 +79,20 @@ class Main(click.Group):
             raise click.ClickException(str(exc)) from None
 
 
+#: Commands that run as services and set up their own logging (JSON lines).
+SERVICES = {"worker", "serve"}
+
+
 @click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="redstring-projector")
-def main() -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Show log lines on stderr, the Kafka client's included (-vv: debug).",
+)
+@click.pass_context
+def main(ctx: click.Context, verbose: int) -> None:
     """redstring keeps a multi-tenant knowledge graph in Neo4j and Postgres/pgvector
     in sync with a Kafka event log.
 
@@ -94,3 +106,17 @@ def main() -> None:
         check_environment(os.environ)
     except UnknownSettingError as exc:
         raise click.UsageError(str(exc)) from None
+    if ctx.invoked_subcommand not in SERVICES:
+        _terminal_logging(verbose)
+
+
+def _terminal_logging(verbose: int) -> None:
+    from streams.kafka.config import CLIENT_LOG
+
+    if verbose:
+        level = logging.DEBUG if verbose > 1 else logging.INFO
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    else:
+        # A command says in its own words what failed (KafkaConnectError); the
+        # client's retries would bury that under lines of the same error.
+        CLIENT_LOG.setLevel(logging.CRITICAL)

@@ -14,6 +14,7 @@ connect with less than was asked for.
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from streams.settings import Settings
+
+#: Where librdkafka's own lines go, as every confluent-kafka client is given it
+#: as ``logger``: through the application's logging (JSON in the worker; the
+#: CLI shows them with -v only, streams.cli.main) rather than written raw to
+#: stderr as ``%4|...|`` lines. The client hands them over when it is polled.
+CLIENT_LOG = logging.getLogger("librdkafka")
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -241,8 +248,11 @@ def client_configs(settings: Settings) -> ClientConfigs:
     librdkafka: dict[str, Any] = {
         "bootstrap.servers": settings.kafka_bootstrap,
         "security.protocol": protocol,
-        # librdkafka's informational lines (level 6) are noise on a terminal.
-        "log_level": 4,
+        # librdkafka filters by syslog level before Python sees a line: its
+        # debug lines only when they would be shown, else warnings and worse
+        # (its informational ones are noise).
+        "log_level": 7 if CLIENT_LOG.isEnabledFor(logging.DEBUG) else 4,
+        "logger": CLIENT_LOG,
     }
     aiokafka: dict[str, Any] = {"security_protocol": protocol}
     if mechanism == "OAUTHBEARER":

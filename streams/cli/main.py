@@ -71,10 +71,11 @@ class Main(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         from streams.kafka.config import KafkaConfigError, KafkaConnectError
+        from streams.kafka.topics import TopicError
 
         try:
             return super().invoke(ctx)
-        except (KafkaConfigError, KafkaConnectError) as exc:
+        except (KafkaConfigError, KafkaConnectError, TopicError) as exc:
             # Settings that cannot work: one line naming them, not a traceback.
             raise click.ClickException(str(exc)) from None
 

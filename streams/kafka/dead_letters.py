@@ -12,11 +12,12 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from contracts.domain import Position
 from streams.kafka.config import librdkafka_config
 from streams.kafka.producer import AsyncProducer
+from streams.kafka.topics import TopicError
 from streams.settings import Settings
 
 REASON = "redstring.reason"
@@ -57,7 +58,13 @@ def read_letters(settings: Settings, limit: int | None = None) -> list[StoredLet
     )
     try:
         tp = TopicPartition(settings.dlq_topic, 0)
-        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        except KafkaException as exc:
+            raise TopicError(
+                f"could not read {settings.dlq_topic} on {settings.kafka_bootstrap}: "
+                f"{exc.args[0].str()}"
+            ) from None
         if high <= low:
             return []
         consumer.assign([TopicPartition(settings.dlq_topic, 0, low)])

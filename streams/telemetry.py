@@ -93,6 +93,30 @@ def wanted_exporters(environ: Mapping[str, str] | None = None) -> list[str]:
     return [name for name in exporters if name != "none"]
 
 
+class TracingConfigError(ValueError):
+    """``OTEL_*`` variables that ask for tracing redstring cannot do; the
+    message names the variable."""
+
+
+def check_tracing(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The exporters ``wanted_exporters`` gives, refusing what redstring cannot
+    export with: an unknown exporter, or OTLP over anything but HTTP."""
+    env = os.environ if environ is None else environ
+    exporters = wanted_exporters(env)
+    for name in exporters:
+        if name not in ("otlp", "console"):
+            raise TracingConfigError(
+                f"OTEL_TRACES_EXPORTER={name}: redstring knows otlp, console and none"
+            )
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env.get("OTEL_EXPORTER_OTLP_PROTOCOL"))
+    if "otlp" in exporters and protocol and protocol != "http/protobuf":
+        raise TracingConfigError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: redstring exports OTLP over "
+            "http/protobuf only (port 4318 on a collector)"
+        )
+    return exporters
+
+
 def configure_tracing(service_name: str) -> trace.TracerProvider | None:
     """Install the OpenTelemetry SDK for this process when the ``OTEL_*``
     variables ask for an exporter (``wanted_exporters``), and return its
@@ -106,7 +130,7 @@ def configure_tracing(service_name: str) -> trace.TracerProvider | None:
     them."""
     if "provider" in _configured:
         return _configured["provider"]
-    exporters = wanted_exporters()
+    exporters = check_tracing()
     if not exporters:
         return None
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -125,22 +149,12 @@ def configure_tracing(service_name: str) -> trace.TracerProvider | None:
         if name == "otlp":
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            protocol = os.environ.get(
-                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-            )
-            if protocol and protocol != "http/protobuf":
-                raise ValueError(
-                    f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: redstring exports OTLP over "
-                    "http/protobuf only (port 4318 on a collector)"
-                )
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         elif name == "console":
             # Unbatched, one JSON object a line: each span is printed when it
             # ends, for debugging or a log collector.
             console = ConsoleSpanExporter(formatter=lambda span: span.to_json(indent=None) + "\n")
             provider.add_span_processor(SimpleSpanProcessor(console))
-        else:
-            raise ValueError(f"OTEL_TRACES_EXPORTER={name}: redstring knows otlp, console and none")
     trace.set_tracer_provider(provider)
     _configured["provider"] = provider
     log.info("tracing on", extra={"exporters": exporters})

@@ -32,11 +32,16 @@ def worker_command(worker_id: str | None) -> None:
     from streams.kafka.config import client_configs
     from streams.kafka.topics import TopicError, check_topics
     from streams.ops.migrate import check_graph
+    from streams.telemetry import TracingConfigError, check_tracing
     from streams.worker.app import build_app
     from streams.worker.logs import configure
 
     settings = Settings()
     client_configs(settings)  # settings that cannot work are named before anything connects
+    try:
+        check_tracing()
+    except TracingConfigError as exc:
+        raise click.UsageError(str(exc)) from None
     try:
         check_topics(settings)
     except TopicError as exc:

@@ -238,3 +238,29 @@ def test_the_header_carrier_round_trips_a_span_context(
         assert context.is_remote
     assert telemetry.extract([("traceparent", b"garbage")]) is None
     assert telemetry.extract(None) is None and telemetry.extract([]) is None
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "jaeger"}, "OTEL_TRACES_EXPORTER=jaeger"),
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+        ),
+    ],
+)
+def test_the_worker_refuses_tracing_it_cannot_do_in_one_line(
+    env: dict[str, str], named: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before it connects to anything: a usage error naming the variable."""
+    from click.testing import CliRunner
+
+    from streams.cli import main
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(main, ["worker"])
+    assert result.exit_code == 2, result.output
+    assert named in result.output and "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)

@@ -35,13 +35,17 @@ from contracts.domain import PropertyValue, RelationshipKey, blocking_key
 from contracts.errors import InvalidEventError, SchemaVersionTooNewError
 from contracts.ids import EntityId, TenantId, tenant_id
 from contracts.validation import (
+    BASE64_PATTERN,
     FLOAT32_MAX,
     MAX_ID_LENGTH,
     TYPE_PATTERN,
+    base64_length,
     check_event_id_text,
     check_properties,
     check_storable_text,
     check_type_name,
+    float32_le_base64,
+    float32_le_components,
 )
 
 #: The newest schema version this build understands.
@@ -104,6 +108,19 @@ Float32 = Annotated[float, Field(allow_inf_nan=False, ge=-FLOAT32_MAX, le=FLOAT3
 class ExtractedEntity(_Strict):
     """An entity found in a document."""
 
+    # The JSON Schema's word for "not both embeddings" (null means absent).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "required": ["embedding", "embedding_b64"],
+                "properties": {
+                    "embedding": {"type": "array"},
+                    "embedding_b64": {"type": "string"},
+                },
+            }
+        }
+    )
+
     id: IdText = Field(description="Producer-assigned entity id, unique within the tenant.")
     name: str = Field(min_length=1, max_length=8192, description="Display name.")
     type: str = Field(description="Entity type, e.g. Person; letters, digits, '_'.")
@@ -115,7 +132,19 @@ class ExtractedEntity(_Strict):
         default=None,
         max_length=MAX_EMBEDDING_DIMENSION,
         description="Optional precomputed embedding (finite float32 components); "
-        "otherwise the worker embeds the name.",
+        "otherwise the worker embeds the name. At most one of embedding and embedding_b64.",
+    )
+    embedding_b64: str | None = Field(
+        default=None,
+        description="The same embedding, compact: standard base64 (RFC 4648, padded) of "
+        "its components as little-endian IEEE 754 float32, 4 bytes each, every one "
+        "finite. At most one of embedding and embedding_b64.",
+        json_schema_extra={
+            "contentEncoding": "base64",
+            "pattern": BASE64_PATTERN,
+            "minLength": 8,
+            "maxLength": base64_length(4 * MAX_EMBEDDING_DIMENSION),
+        },
     )
 
     @field_validator("id")
@@ -158,6 +187,21 @@ class ExtractedEntity(_Strict):
         if v is not None and not v:
             raise ValueError("embedding must not be empty (omit it instead)")
         return v
+
+    @model_validator(mode="after")
+    def _compact_embedding(self) -> ExtractedEntity:
+        # The folds read ``embedding`` only: a compact one is decoded into it,
+        # so what the stores receive cannot depend on the encoding. The model
+        # is frozen, hence the write to its __dict__, made before anyone sees it.
+        if self.embedding_b64 is None:
+            return self
+        if self.embedding is not None:
+            raise ValueError("entity has both embedding and embedding_b64; send one of them")
+        self.__dict__["embedding"] = float32_le_components(
+            self.embedding_b64, "embedding_b64", MAX_EMBEDDING_DIMENSION
+        )
+        self.__dict__["embedding_b64"] = None
+        return self
 
 
 class EdgeRef(_Strict):
@@ -622,8 +666,24 @@ def parse_event_dict(data: object) -> Event:
         raise InvalidEventError(f"invalid {event_type}: {_first_error(exc)}") from None
 
 
-def event_to_json(event: Event) -> bytes:
-    """The Kafka value for ``event``: compact UTF-8 JSON."""
+def event_to_json(event: Event, *, compact_embeddings: bool = False) -> bytes:
+    """The Kafka value for ``event``: compact UTF-8 JSON.
+
+    ``compact_embeddings``: each entity's ``embedding`` is sent as
+    ``embedding_b64`` (float32, base64) instead: about a third of the bytes,
+    and each component rounded to the nearest float32, which is what pgvector
+    stores in any case (docs/events.md)."""
+    if compact_embeddings and isinstance(event, DocumentExtractedEvent):
+        entities = [
+            entity
+            if entity.embedding is None
+            else entity.model_copy(
+                update={"embedding": None, "embedding_b64": float32_le_base64(entity.embedding)}
+            )
+            for entity in event.payload.entities
+        ]
+        payload = event.payload.model_copy(update={"entities": entities})
+        event = event.model_copy(update={"payload": payload})
     return event.model_dump_json(exclude_none=True).encode("utf-8")
 
 

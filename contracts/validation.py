@@ -13,8 +13,12 @@ rule.
 
 from __future__ import annotations
 
+import base64
 import math
 import re
+import struct
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
 
 # -- numbers --------------------------------------------------------------------
@@ -60,6 +64,105 @@ def finite_numbers(values: tuple[object, ...]) -> bool:
             return True
         return all(map(math.isfinite, values))  # type: ignore[arg-type]
     return all(isinstance(x, int | float) and math.isfinite(x) for x in values)
+
+
+# -- compact embeddings ---------------------------------------------------------
+
+
+#: Canonical padded base64 of a whole number of float32s, as a JSON Schema
+#: ``pattern`` (ECMA 262) for producers in other languages. Three float32s are
+#: 16 characters; four or eight bytes more end in ``==`` or ``=``, after a
+#: character whose unused bits are zero. :func:`float32_le_components` accepts
+#: exactly what it matches (``test_base64_pattern_is_the_decoder_rule``).
+BASE64_PATTERN = (
+    r"^(?:[A-Za-z0-9+/]{16})*"
+    r"(?:[A-Za-z0-9+/]{5}[AQgw]==|[A-Za-z0-9+/]{10}[AEIMQUYcgkosw048]=)?$"
+)
+
+
+def base64_length(size: int) -> int:
+    """The length of the padded base64 text of ``size`` bytes."""
+    return 4 * -(-size // 3)
+
+
+def _float32_le_bytes(text: str, what: str, max_dimension: int) -> bytes:
+    """The bytes ``text`` encodes, when it is the canonical padded standard
+    base64 (RFC 4648 section 4) of 1 to ``max_dimension`` float32s."""
+    if len(text) > base64_length(4 * max_dimension):
+        raise ValueError(
+            f"{what} is {len(text)} characters, more than {max_dimension} float32 "
+            f"components take ({base64_length(4 * max_dimension)})"
+        )
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:  # binascii.Error, or a character beyond ASCII
+        raise ValueError(
+            f"{what} is not base64 (the standard alphabet A-Z a-z 0-9 + /, "
+            "padded with '=' to a multiple of 4 characters, no whitespace)"
+        ) from None
+    # b64decode ignores the unused bits of the last character and some
+    # excess padding: two spellings of one vector would sign and hash
+    # differently, so only the one base64 itself writes is accepted.
+    if base64.b64encode(raw) != text.encode("ascii"):
+        raise ValueError(f"{what} is not canonical base64 (wrong padding or unused bits set)")
+    if not raw:
+        raise ValueError(f"{what} must not be empty (omit it instead)")
+    if len(raw) % 4:
+        raise ValueError(
+            f"{what} decodes to {len(raw)} bytes, not a whole number of float32s (a multiple of 4)"
+        )
+    return raw
+
+
+def _refuse_non_finite(values: Sequence[float], raw: bytes, what: str) -> None:
+    index = next(i for i, x in enumerate(values) if not math.isfinite(x))
+    bits = raw[4 * index : 4 * index + 4][::-1].hex()
+    raise ValueError(
+        f"{what}: component {index} is {values[index]} (bits 0x{bits}); "
+        "every component must be finite"
+    )
+
+
+def float32_le_components(text: str, what: str, max_dimension: int) -> list[float]:
+    """The components ``text`` encodes: canonical padded base64 of 1 to
+    ``max_dimension`` little-endian IEEE 754 float32s, every one finite (no
+    NaN of any bit pattern, no infinity). Each comes back as the ``float``
+    equal to it (widening is exact), so the stores receive exactly the list
+    a JSON ``embedding`` of those values gives. Raises ``ValueError``.
+
+    Fast path of :func:`float32_le_components_reference`, proven equal by
+    ``test_float32_components_agree_with_the_reference``: ``array`` converts
+    in C, and one ``sum`` settles finiteness, as in :func:`finite_numbers`.
+    It cannot overflow here: a finite float32 is at most :data:`FLOAT32_MAX`,
+    and a float holds the sum of 10**269 of them."""
+    raw = _float32_le_bytes(text, what, max_dimension)
+    vector = array("f", raw)
+    if sys.byteorder != "little":
+        vector.byteswap()
+    values = vector.tolist()
+    if not math.isfinite(sum(values)):
+        _refuse_non_finite(values, raw, what)
+    return values
+
+
+def float32_le_components_reference(text: str, what: str, max_dimension: int) -> list[float]:
+    """:func:`float32_le_components`, plainly: one ``struct`` unpack, one
+    check per component."""
+    raw = _float32_le_bytes(text, what, max_dimension)
+    values = list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    if not all(math.isfinite(x) for x in values):
+        _refuse_non_finite(values, raw, what)
+    return values
+
+
+def float32_le_base64(values: Sequence[float]) -> str:
+    """The text :func:`float32_le_components` reads back: each component
+    rounded to the nearest float32 (what pgvector stores), little-endian,
+    base64. Components beyond float32's range are the caller's to refuse."""
+    vector = array("f", values)
+    if sys.byteorder != "little":
+        vector.byteswap()
+    return base64.b64encode(vector.tobytes()).decode("ascii")
 
 
 # -- text -----------------------------------------------------------------------

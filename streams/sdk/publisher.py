@@ -72,6 +72,11 @@ class Publisher:
             (the default) or an empty string means ``settings.topic``.
         tracer_provider: Where the ``send`` spans go; ``None`` (the default)
             means the global one (``opentelemetry.trace.set_tracer_provider``).
+        compact_embeddings: Send each entity's ``embedding`` as
+            ``embedding_b64`` (base64 of little-endian float32, about a third
+            of the bytes; docs/events.md) instead of a JSON list of numbers.
+            Each component is rounded to the nearest float32, which is what
+            pgvector stores anyway. ``False`` (the default) sends the list.
         **overrides: Extra confluent-kafka (librdkafka) configuration, applied
             last, e.g. ``**{"linger.ms": 20}``. Overriding
             ``enable.idempotence``, ``acks`` or ``partitioner`` gives up the
@@ -107,9 +112,11 @@ class Publisher:
         *,
         topic: str | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        compact_embeddings: bool = False,
         **overrides: Any,
     ) -> None:
         self.topic = topic or settings.topic
+        self._compact_embeddings = compact_embeddings
         self._producer = AsyncProducer(settings, **overrides)
         self._tracer = trace.get_tracer("redstring.publisher", tracer_provider=tracer_provider)
 
@@ -130,7 +137,10 @@ class Publisher:
         telemetry.inject(headers, trace.set_span_in_context(span))
         try:
             future = self._producer.send(
-                self.topic, event.tenant_id.encode("utf-8"), event_to_json(event), headers
+                self.topic,
+                event.tenant_id.encode("utf-8"),
+                event_to_json(event, compact_embeddings=self._compact_embeddings),
+                headers,
             )
         except BaseException as exc:
             span.record_exception(exc)

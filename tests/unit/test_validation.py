@@ -10,8 +10,11 @@ the strategies are pinned from the outside too
 
 from __future__ import annotations
 
+import base64
 import functools
 import math
+import re
+import struct
 import unicodedata
 from decimal import Decimal
 from fractions import Fraction
@@ -22,6 +25,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from contracts.validation import (
+    BASE64_PATTERN,
     FORBIDDEN_ID_CHARACTER,
     INT64_END,
     INT64_MIN,
@@ -37,6 +41,9 @@ from contracts.validation import (
     check_storable_text,
     finite_numbers,
     fits_int64,
+    float32_le_base64,
+    float32_le_components,
+    float32_le_components_reference,
     storable_text,
 )
 
@@ -355,6 +362,74 @@ def test_property_checks_refuse_what_they_refused(properties: dict[Any, Any]) ->
 @example(metadata={"\ud800": "\udc00"})  # joined, still two lone halves
 def test_metadata_fast_path_refuses_what_the_full_check_refuses(metadata: Any) -> None:
     assert outcome(check_metadata, metadata, "m") == outcome(check_metadata_value, metadata, "m")
+
+
+# -- compact embeddings -----------------------------------------------------------
+
+#: float32 bit patterns: any, and the ones the finiteness rule is about (every
+#: NaN, quiet or signalling, of either sign; both infinities; the largest
+#: finite; the smallest subnormal; minus zero).
+float32_bits = (
+    st.integers(0, 2**32 - 1)
+    | st.sampled_from([0x7F800000, 0xFF800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x00000001, 0x80000000])
+    | st.integers(0x7F800001, 0x7FFFFFFF)
+    | st.integers(0xFF800001, 0xFFFFFFFF)
+)
+B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+#: Texts near base64: whole encodings of any byte length, and the alphabet
+#: with padding, whitespace and a character beyond ASCII mixed in.
+near_base64 = st.binary(max_size=40).map(lambda b: base64.b64encode(b).decode()) | st.text(
+    B64_ALPHABET + "= \né-_", max_size=40
+)
+
+
+def float32s(bits: list[int]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(bits)}I", *bits)).decode()
+
+
+@given(text=st.lists(float32_bits, max_size=12).map(float32s) | near_base64)
+@example(text=float32s([0x7FC00000]))
+@example(text=float32s([0x3F800000, 0xFF800001]))
+@example(text=float32s([0x7F7FFFFF] * 12))  # the largest sum there is
+@example(text="AAAAAB==")  # unused bits set
+@example(text="AAAAAA=")  # short of its padding
+@example(text="AAAAAA===")
+@example(text="AAA")
+def test_float32_components_agree_with_the_reference(text: str) -> None:
+    for dimension in (2, 4096):
+        assert outcome(float32_le_components, text, "e", dimension) == outcome(
+            float32_le_components_reference, text, "e", dimension
+        )
+
+
+@given(text=st.lists(float32_bits, max_size=12).map(float32s) | near_base64)
+@example(text="")
+@example(text="AAAAAB==")
+@example(text="AAAAAAAAAAC=")
+def test_base64_pattern_is_the_decoder_rule(text: str) -> None:
+    """The exported schema's pattern matches exactly the texts the decoder
+    takes apart (finiteness aside, which no pattern can say)."""
+    result = outcome(float32_le_components_reference, text, "e", 4096)
+    decodes = result[0] == "ok" or "finite" in str(result[2])
+    assert decodes == (bool(re.fullmatch(BASE64_PATTERN, text)) and text != "")
+
+
+@given(bits=st.lists(float32_bits, min_size=1, max_size=12))
+def test_float32_components_are_the_float32_values_widened(bits: list[int]) -> None:
+    values = list(struct.unpack(f"<{len(bits)}f", struct.pack(f"<{len(bits)}I", *bits)))
+    if all(map(math.isfinite, values)):
+        decoded = float32_le_components(float32s(bits), "e", 4096)
+        assert [struct.pack("<d", x) for x in decoded] == [struct.pack("<d", x) for x in values]
+        assert float32_le_base64(decoded) == float32s(bits)  # and back, bit for bit
+    else:
+        with pytest.raises(ValueError, match="must be finite"):
+            float32_le_components(float32s(bits), "e", 4096)
+
+
+def test_a_compact_embedding_is_refused_beyond_the_dimension() -> None:
+    assert len(float32_le_components(float32s([0] * 3), "e", 3)) == 3
+    with pytest.raises(ValueError, match="more than 2 float32 components"):
+        float32_le_components(float32s([0] * 3), "e", 2)
 
 
 # -- the strategies reach what the rules are about --------------------------------

@@ -7,9 +7,11 @@ it. Run ``python -m tests.data.hostile.build`` and review the diff.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
+import struct
 from typing import Any
 
 from contracts import signing
@@ -667,6 +669,79 @@ def build() -> None:
     ]:
         vector = "[" + ",".join([component] + ["0.5"] * (dim - 1)) + "]"
         applied(f"embedding with {label}", raw_entity(f'"embedding": {vector}'), ["a"])
+
+    # The compact form (embedding_b64): base64 of little-endian float32.
+    def b64(*bits: int) -> str:
+        return base64.b64encode(struct.pack(f"<{len(bits)}I", *bits)).decode()
+
+    half = 0x3F000000  # 0.5
+    for label, text, reason in [
+        ("quiet NaN", b64(0x7FC00000), "component 0 is nan (bits 0x7fc00000)"),
+        ("signalling NaN", b64(half, 0x7F800001), "component 1 is nan (bits 0x7f800001)"),
+        ("negative NaN", b64(0xFFFFFFFF), "is nan (bits 0xffffffff)"),
+        ("infinity", b64(0x7F800000), "component 0 is inf"),
+        ("-infinity", b64(0xFF800000), "component 0 is -inf"),
+        ("not base64", "not base64!", "embedding_b64 is not base64"),
+        ("whitespace inside", "AAAA AD8=", "embedding_b64 is not base64"),
+        ("padding missing", "AAAAPw", "embedding_b64 is not base64"),
+        ("unused bits set", "AAAAPx==", "not canonical base64"),
+        ("3 bytes", "AAAA", "decodes to 3 bytes, not a whole number of float32s"),
+        ("6 bytes", "AAAAAAAA", "decodes to 6 bytes, not a whole number of float32s"),
+        ("empty", "", "embedding_b64 must not be empty"),
+        ("4,097 components", b64(*[half] * 4097), "more than 4096 float32 components"),
+        ("a non-ASCII character", "AAAAé===", "embedding_b64 is not base64"),
+    ]:
+        dead(f"embedding_b64 {label}", with_entity(embedding_b64=text), reason)
+    dead("embedding_b64 a number", with_entity(embedding_b64=0.5), "valid string")
+    dead("embedding_b64 a list", with_entity(embedding_b64=[0.5]), "valid string")
+    dead(
+        "embedding_b64 of 1 MB",
+        with_entity(embedding_b64="A" * 1_000_000),
+        "the limit is 1000000",
+    )
+    dead(
+        "embedding and embedding_b64 both",
+        with_entity(embedding=[0.5], embedding_b64=b64(half)),
+        "both embedding and embedding_b64",
+    )
+    dead(
+        "embedding_b64 of the wrong dimension for the store",
+        with_entity(embedding_b64=b64(half, half)),
+        "dimension",
+        stage="fold",
+    )
+    dead(
+        "embedding and embedding_b64 of two lengths",
+        ev(doc([entity("a", embedding=[0.5]), entity("b", embedding_b64=b64(half, half))])),
+        "different lengths",
+    )
+    dead(
+        "embedding_b64 twice",
+        raw_entity(f'"embedding_b64": "{b64(half)}", "embedding_b64": "{b64(half)}"'),
+        "duplicate key",
+    )
+    applied(
+        "embedding_b64 of the store's dimension",
+        with_entity(embedding_b64=b64(0x7F7FFFFF, 0x80000000, 0x00000001, *[half] * (dim - 3))),
+        ["a"],
+    )
+    applied(
+        "embedding null beside embedding_b64",
+        with_entity(embedding=None, embedding_b64=b64(*[half] * dim)),
+        ["a"],
+    )
+    applied(
+        "embedding and embedding_b64 on two entities",
+        ev(
+            doc(
+                [
+                    entity("a", embedding=[0.5] * dim),
+                    entity("b", embedding_b64=b64(*[half] * dim)),
+                ]
+            )
+        ),
+        ["a", "b"],
+    )
 
     section("properties")
     for label, value, reason in [

@@ -108,6 +108,18 @@ def helm_binary() -> Path:
     go = shutil.which("go")
     if go is None:
         pytest.fail(f"the Go toolchain is needed once to build helm {HELM_VERSION}")
+    # helm's release builds set the version by linker flag; without it the binary
+    # reports "v3.22", and the cache check above could not tell patch releases apart.
+    ldflags = f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
+    go_install(go, f"{HELM_MODULE}@{HELM_VERSION}", ldflags, binary)
+    assert _reported_version(binary) == HELM_VERSION
+    return binary
+
+
+def go_install(go: str, module: str, ldflags: str, binary: Path, timeout: int = 1800) -> None:
+    """`go install module` (path@version) into the folder of ``binary``, with the
+    local toolchain and the module's own go.mod (tests/unit/test_monitoring.py
+    builds promtool with it too)."""
     binary.parent.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
@@ -115,20 +127,15 @@ def helm_binary() -> Path:
         "GOTOOLCHAIN": "local",
         "GOFLAGS": "-mod=mod",
     }
-    # helm's release builds set the version by linker flag; without it the binary
-    # reports "v3.22", and the cache check above could not tell patch releases apart.
-    ldflags = f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
     result = subprocess.run(
-        [go, "install", f"-ldflags={ldflags}", f"{HELM_MODULE}@{HELM_VERSION}"],
+        [go, "install", f"-ldflags={ldflags}", module],
         capture_output=True,
         text=True,
         env=env,
         cwd=binary.parent,
-        timeout=1800,
+        timeout=timeout,
     )
-    assert result.returncode == 0, f"go install helm failed:\n{result.stderr[-4000:]}"
-    assert _reported_version(binary) == HELM_VERSION
-    return binary
+    assert result.returncode == 0, f"go install {module} failed:\n{result.stderr[-4000:]}"
 
 
 def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -179,12 +186,17 @@ def by_kind(docs: list[Manifest], kind: str) -> list[Manifest]:
 
 
 def one(docs: list[Manifest], kind: str, component: str | None = None) -> Manifest:
-    """The one object of a kind (of a component); the read API's objects only
-    when asked for by their component, ``read-api``."""
+    """The one object of a kind (of a component); the read API's and the
+    dashboard's objects only when asked for by their component, ``read-api`` or
+    ``monitoring``."""
     found = [
         d
         for d in by_kind(docs, kind)
-        if (component or "read-api" != d["metadata"]["labels"].get("app.kubernetes.io/component"))
+        if (
+            component
+            or d["metadata"]["labels"].get("app.kubernetes.io/component")
+            not in {"read-api", "monitoring"}
+        )
         and (
             component is None
             or d["metadata"]["labels"].get("app.kubernetes.io/component") == component
@@ -264,6 +276,7 @@ VARIANTS: dict[str, tuple[bool, tuple[str, ...]]] = {
 #: Custom resources kubernetes-validate has no schema for, checked by hand below.
 CUSTOM_KINDS = {
     "monitoring.coreos.com/v1/ServiceMonitor",
+    "monitoring.coreos.com/v1/PrometheusRule",  # tests/unit/test_monitoring.py
     "keda.sh/v1alpha1/ScaledObject",
     "keda.sh/v1alpha1/TriggerAuthentication",
 }
@@ -306,6 +319,7 @@ def test_kinds_rendered_with_everything_on() -> None:
     kinds = sorted(d["kind"] for d in render(all_on=True))
     assert kinds == [
         "ConfigMap",
+        "ConfigMap",
         "Deployment",
         "Deployment",
         "Job",
@@ -313,6 +327,7 @@ def test_kinds_rendered_with_everything_on() -> None:
         "NetworkPolicy",
         "Pod",
         "PodDisruptionBudget",
+        "PrometheusRule",
         "ScaledObject",
         "Service",
         "Service",

@@ -322,6 +322,10 @@ CALL () {
 CALL () {
   MATCH (a:AliasId {tenant_id: $tenant}) WHERE a.id IS NOT NULL RETURN count(a) AS alias_ids
 }
-CALL () { MATCH ()-[r:ALIAS_OF]->() WHERE r.tenant_id = $tenant RETURN count(r) AS alias_edges }
+CALL () {
+  // Between alias nodes only: an entity edge may have the type ALIAS_OF too.
+  MATCH (:AliasId)-[r:ALIAS_OF]->(:AliasId) WHERE r.tenant_id = $tenant
+  RETURN count(r) AS alias_edges
+}
 RETURN entities, relationships, alias_ids + alias_edges AS aliases
 """

@@ -57,3 +57,15 @@ def test_only_a_valid_type_is_rendered_into_a_read() -> None:
     for hostile in ("WORKS`]->(x) DETACH DELETE x //", "a b", "1ST", "", "X" * 65):
         with pytest.raises(ValueError):
             cypher.typed(cypher.GET_RELATIONSHIPS_TO, hostile)
+
+
+def test_every_label_of_the_stores_own_is_reserved() -> None:
+    """A label the schema gives the store's own nodes, left out of
+    RESERVED_LABELS, would let an entity type pass for a ledger or alias node."""
+    import re
+
+    from adapters.neo4j.schema import SCHEMA
+
+    own = {m for rule in SCHEMA.values() for m in re.findall(r"FOR \(\w+:(\w+)\)", rule)}
+    assert len(own) >= 7, own  # guard the guard: the scan found the schema's labels
+    assert own <= cypher.RESERVED_LABELS, own - cypher.RESERVED_LABELS

@@ -271,7 +271,14 @@ class WorkerLoop:
         ends = await self.consumer.log_end(assigned) if assigned else {}
         views = []
         for partition in assigned:
-            stores = await self.projector.stores_view(partition)
+            try:
+                stores = await self.projector.stores_view(partition)
+            except Exception as exc:  # the batch path retries and reports it
+                log.warning(
+                    "lag not read this tick",
+                    extra={"partition": partition, "error": type(exc).__name__},
+                )
+                continue
             paused = self.projector.health.paused.get(partition)
             views.append(
                 PartitionView(

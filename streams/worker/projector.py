@@ -368,12 +368,15 @@ class Projector:
 
     async def stores_view(self, partition: int) -> dict[str, tuple[int, list[RebuildMarker]]]:
         """Each store's next needed offset and open rebuild windows, asked (not
-        remembered), by store name: what the lag timer reports."""
+        remembered), by store name: what the lag timer reports. Asked once,
+        outside ``_retry``: a store error here raises to the timer, which skips
+        the tick, instead of waiting out an outage and clearing the readiness
+        reason a batch set while it retries."""
         part = self.stream_partition(partition)
         return {
             store: (
-                await self._retry(partition, partial(fold.next_needed_offset, part)),
-                list(await self._retry(partition, partial(fold.store.rebuild_markers, part))),
+                await fold.next_needed_offset(part),
+                list(await fold.store.rebuild_markers(part)),
             )
             for store, fold in zip(STORES, self.folds, strict=False)
         }

@@ -231,6 +231,31 @@ async def test_the_lag_timer_reports_lag_per_store_windows_and_pauses(stores: An
     assert set(served(p, "redstring_consumer_lag")) == {("1",)}
 
 
+async def test_a_failing_store_skips_the_lag_tick_and_leaves_readiness_alone(
+    stores: Any, monkeypatch: Any
+) -> None:
+    """The lag timer asks the stores once: a store that fails is not retried
+    there (the timer would hang through an outage) and its answer does not
+    clear the reason a batch set for /readyz while that batch retries."""
+    import asyncio
+
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    consumer = Recorder({0, 1}, {0: 1, 1: 1})
+    loop = WorkerLoop(p, consumer)
+    await loop.on_batch({0: [raw(0, doc("a", "x"))], 1: [raw(0, doc("b", "y"))]})
+    await loop.update_lag()
+    p.health.failing[0] = "ConnectionError: retrying"
+
+    async def down(*args: Any) -> Any:
+        raise ConnectionError("the store is down")
+
+    monkeypatch.setattr(graph, "rebuild_markers", down)
+    await asyncio.wait_for(loop.update_lag(), 5)
+    assert p.health.failing == {0: "ConnectionError: retrying"}
+    assert not p.health.ready
+
+
 def served(p: Any, family: str) -> dict[tuple[str, ...], float]:
     """A family's samples as the registry serves them, by label values."""
     (metric,) = [m for m in p.metrics.registry.collect() if m.name == family]

@@ -5,7 +5,10 @@ Every tenant route names its tenant in the path, and the bearer token's
 tenant must be that one: 401 without a valid token, 403 (counted in
 ``redstring_serve_forbidden_total``) for another tenant, both decided before
 anything else about the request is looked at, so that a caller without the
-right token learns nothing, not even whether its parameters were valid. The
+right token learns nothing, not even whether its parameters were valid. One
+exception: a request body that is not JSON at all is refused (422) by FastAPI
+before any dependency runs; that says something only about the caller's own
+request. The
 stores' own isolation (docs/design.md 8) still checks every record that comes
 back.
 """

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from opentelemetry import trace
 
 from contracts.domain import Position
 from contracts.events import Event, event_headers, event_to_json
+from contracts.ports.lifecycle import ClosingContext
 from streams import telemetry
 from streams.kafka.producer import AsyncProducer, Headers, ProduceError
 from streams.settings import Settings
@@ -34,7 +34,7 @@ class PublishError(RuntimeError):
         super().__init__(f"publishing event {event.event_id} failed: {reason}")
 
 
-class Publisher:
+class Publisher(ClosingContext):
     """Publishes validated events to the events topic and reports where each
     landed (docs/producers.md).
 
@@ -234,13 +234,6 @@ class Publisher:
         calls this on exit, off the event loop."""
         self._producer.close()
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """``close`` off the event loop: what ``async with`` calls on exit."""
         await asyncio.to_thread(self.close)

@@ -271,8 +271,8 @@ def check_event_id_text(value: str, what: str) -> str:
 
 #: Property keys become Neo4j property names (behind a prefix) and JSON keys.
 PROPERTY_KEY_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-#: Edge and entity types are stored as values, never as labels, but they are
-#: still kept to a simple alphabet so that they read well in every store.
+#: Edge and entity types become Neo4j relationship types and labels
+#: (docs/adr/0004-neo4j-graph-store.md): a simple alphabet that needs no quoting.
 TYPE_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 MAX_STRING_LENGTH = 8192
 MAX_LIST_LENGTH = 1024

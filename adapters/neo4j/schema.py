@@ -3,7 +3,8 @@ indexes, created idempotently.
 
 Every rule's name starts with ``redstring_`` so that a store can tell which of
 its schema rules exist with one query and create only the missing ones (opening
-a store against a bootstrapped database costs one round trip). Two stores
+a store against a bootstrapped database costs two round trips: the version, then
+the rules). Two stores
 opening at once may both try to create a rule; the loser's "already exists" is
 ignored.
 

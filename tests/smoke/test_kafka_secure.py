@@ -253,7 +253,9 @@ def test_ssl_without_the_ca_is_refused_at_once(secure: dict[str, str]) -> None:
     config = ssl_client(secure)
     del config["ssl.ca.location"]  # the system's CAs only: devstack's CA is not among them
     error, elapsed = first_error(config)
-    assert error.code() == KafkaError._SSL, error.str()
+    # librdkafka reports a failed verification as an SSL error, or at times as
+    # a transport error carrying the same reason (seen once in CI).
+    assert error.code() in {KafkaError._SSL, KafkaError._TRANSPORT}, error.str()
     assert "certificate verify failed" in error.str()
     assert elapsed < FAIL_WITHIN
 

@@ -1,8 +1,8 @@
 """End-to-end projection speed on the real stack, side by side with the stores'
 ceiling, the Kafka ceiling and a peer (docs/design.md 10; issue 10).
 
-    python -m bench.e2e [--size tiny|small|large] [--seed N] [--no-peer]
-                        [--profile] [--results DIR] [--keep]
+    python -m bench.e2e [--size tiny|small|large|xlarge] [--seed N] [--no-peer]
+                        [--capacity PxW] [--profile] [--results DIR] [--keep]
 
 One run, on the local stack (``redstring dev up``; endpoints from REDSTRING_*
 or ``.devstack/env``):
@@ -25,24 +25,32 @@ or ``.devstack/env``):
    * ``quix``: Quix Streams with its Neo4j and PostgreSQL sinks
      (``bench/quix_peer.py``), in its own virtualenv under
      ``~/.cache/redstring/bench/quix-venv``, until its group's committed
-     offsets reach the end of the topic (its sinks flush before it commits).
+     offsets reach the end of the topic (its sinks flush before it commits);
+   * ``capacity`` (with ``--capacity PxW``, e.g. ``24x3``): W worker
+     processes on a fresh topic of P partitions (tenant i on partition
+     i mod P), for the capacity model of docs/scaling.md.
 
    A side's time runs from the moment its consumer is ready to read (the
    worker's "committed the stores' positions" log line after its first
    rebalance; Quix's first message) to the moment the whole log is visible.
-3. End-to-end latency at a fixed offered load (half the 1-worker throughput):
-   a paced producer publishes to the 1-worker side's topic while its worker
-   runs; each event's latency is publish to visible in both stores
-   (checkpoints polled every 50 ms).
+3. End-to-end latency at fixed offered loads, 25%, 50% and 90% of the
+   1-worker throughput just measured (last round), each level paced for the
+   size's ``latency_seconds``: a paced producer publishes to the 1-worker
+   side's topic while its worker runs; each event's latency is publish to
+   visible in both stores (checkpoints polled every 50 ms).
 4. Replay: one large tenant alone on a topic, projected once, then rebuilt by
    a signed ``TenantReplayRequested`` (online replay); replay time over first
    projection time. Cost per event as the graph grows: seconds per event over
-   the first 10% vs the last 10% of that first projection.
+   the 10-20% tenth vs the last 10% of that first projection (and, as a second
+   figure, of the 1-worker side's whole log).
 
-Writes ``bench/results/latest.md`` (the README table), ``latest.json`` and
-``docs/bench-throughput.png`` (throughput over the run). Everything it creates
-(topics, groups, tenants, schemas) is named ``bench-<run>``/``bench_<run>``
-and removed at the end. Wall-clock numbers; no test asserts on them.
+Writes ``bench/results/latest.md`` (the README table: ``python -m
+bench.readme`` splices it in), ``latest.json`` and ``throughput.png``
+(throughput over the run; ``--plot docs/bench-throughput.png`` copies it).
+Everything it creates (topics, groups, tenants, schemas) is named
+``bench-<run>``/``bench_<run>`` and removed at the end; a round's topics
+(about 37 KB per event each) are removed as soon as the round ends. Wall-clock
+numbers; no test asserts on them.
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ PLOT = ROOT / "docs" / "bench-throughput.png"
 QUIX_VENV = Path.home() / ".cache" / "redstring" / "bench" / "quix-venv"
 QUIX_PACKAGES = ["quixstreams==3.28.1", "neo4j==6.4.1", "psycopg2-binary==2.9.13"]
 PARTITIONS = 12
+LATENCY_LEVELS = (0.25, 0.5, 0.9)  # offered load, as fractions of the 1-worker rate
 REPLAY_BATCH = 100  # the replay phase's batch size (see Bench.replay)
 CHUNK = 2000  # the ceiling's events per write: fewer, larger statements per tenant
 CONTROL_KEY = "bench-control-key"
@@ -113,6 +122,14 @@ class Side:
     cpu_seconds: list[float] = field(default_factory=list)
     #: CPU seconds each local server (devstack) spent while the side ran
     server_cpu: dict[str, float] = field(default_factory=dict)
+    #: the machine's one-minute load average when the side ended
+    load: float = 0.0
+    #: per worker process, the partitions it held last (its log's last
+    #: "committed the stores' positions" line)
+    assignment: list[list[int]] = field(default_factory=list)
+    #: seconds from the first worker's readiness to the last assignment of
+    #: any worker (the group's rebalances while workers join); 0 for one
+    settle_s: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -128,9 +145,19 @@ class Report:
     workload: dict[str, Any]
     machine: dict[str, Any]
     sides: list[Side] = field(default_factory=list)
-    latency_ms: dict[str, float] = field(default_factory=dict)
+    #: per offered level ("0.25", "0.5", "0.9" of the 1-worker rate): p50 ...
+    latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     replay: dict[str, float] = field(default_factory=dict)
+    #: the replay tenant's first projection (one partition, batches of REPLAY_BATCH)
     growth: dict[str, float] = field(default_factory=dict)
+    #: the 1-worker side's whole log, last round (every partition, default batches)
+    growth_log: dict[str, float] = field(default_factory=dict)
+    #: the capacity side's shape, {"partitions": P, "workers": W}, if it ran
+    capacity: dict[str, int] = field(default_factory=dict)
+    #: the sides' order in each round
+    order: list[list[str]] = field(default_factory=list)
+    #: events per partition of the 12-partition and the capacity sides' topics
+    partition_events: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def totals(self) -> dict[str, Side]:
@@ -217,6 +244,29 @@ def _log_time(path: Path, needle: str) -> float | None:
             with contextlib.suppress(ValueError, KeyError):
                 return datetime.fromisoformat(json.loads(line)["ts"]).timestamp()
     return None
+
+
+def _last_log_time(path: Path, needle: str) -> float | None:
+    """The wall-clock time of the last JSON log line whose msg is ``needle``."""
+    last = None
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            if needle in line and line.startswith("{"):
+                with contextlib.suppress(ValueError, KeyError):
+                    last = datetime.fromisoformat(json.loads(line)["ts"]).timestamp()
+    return last
+
+
+def _last_assignment(path: Path) -> list[int]:
+    """The partitions of the last "committed the stores' positions" line of a
+    worker's JSON log: what it held when it last took an assignment."""
+    held: list[int] = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            if READY_LINE in line and line.startswith("{"):
+                with contextlib.suppress(ValueError, KeyError, AttributeError):
+                    held = sorted(int(p) for p in json.loads(line)["offsets"])
+    return held
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -320,22 +370,39 @@ class Bench:
                 with contextlib.suppress(Exception):
                     future.result()
 
+    def drop_topics(self, names: Sequence[str]) -> None:
+        """Delete these topics (and their dead-letter topics) now: at the larger
+        sizes a round's topics hold gigabytes."""
+        from streams.kafka.topics import admin_client
+
+        doomed = [t for topic in names for t in (topic, f"{topic}.dlq")]
+        if not doomed:
+            return
+        admin = admin_client(self.settings)
+        for future in admin.delete_topics(doomed, request_timeout=30).values():
+            with contextlib.suppress(Exception):
+                future.result()
+        self.topics = [t for t in self.topics if t not in names]
+
     # -- topics and publishing --
 
-    def topic_settings(self, topic: str) -> Any:
-        return self.settings.model_copy(update={"topic": topic, "partitions": PARTITIONS})
+    def topic_settings(self, topic: str, partitions: int = PARTITIONS) -> Any:
+        return self.settings.model_copy(update={"topic": topic, "partitions": partitions})
 
-    async def publish(self, label: str, workload: Workload) -> tuple[str, list[str]]:
-        """A fresh topic holding the workload under this label's tenants."""
+    async def publish(
+        self, label: str, workload: Workload, partitions: int = PARTITIONS
+    ) -> tuple[str, list[str]]:
+        """A fresh topic of ``partitions`` holding the workload under this
+        label's tenants (tenant i on partition i mod ``partitions``)."""
         from streams.kafka.producer import AsyncProducer
         from streams.kafka.topics import create_topics, describe_topic
 
         topic = f"{self.prefix}{label}"
-        settings = self.topic_settings(topic)
+        settings = self.topic_settings(topic, partitions)
         create_topics(settings)
         self.topics.append(topic)
         describe_topic(settings)  # waits for the partitions' leaders
-        tenants = tenant_names(f"{self.prefix}{label}-", workload.tenants, PARTITIONS)
+        tenants = tenant_names(f"{self.prefix}{label}-", workload.tenants, partitions)
         producer = AsyncProducer(settings)
         try:
             futures = []
@@ -554,7 +621,10 @@ class Bench:
         while_running: Callable[[float], Awaitable[None]] | None = None,
         profile: bool = False,
         extra_env: dict[str, str] | None = None,
+        name: str | None = None,
     ) -> Side:
+        """``workers`` worker processes on ``topic`` until both stores hold it;
+        the side is called ``name``, by default "redstring <workers>w"."""
         group = f"{topic}-group"
         self.groups.append(group)
         procs: list[tuple[subprocess.Popen[bytes], Path]] = []
@@ -634,6 +704,9 @@ class Bench:
             if while_running is not None:
                 await while_running(total / max(1e-9, samples[-1][0] - t0))
             rss = [peak_rss_mb(p.pid) for p, _ in procs]
+            assignment = [_last_assignment(log) for _, log in procs]
+            settled = [t for _, log in procs if (t := _last_log_time(log, READY_LINE)) is not None]
+            settle = max(0.0, max(settled) - t0) if settled else 0.0
         finally:
             if spy is not None and spy.poll() is None:
                 spy.send_signal(signal.SIGINT)
@@ -641,7 +714,7 @@ class Bench:
             for proc, _ in procs:
                 _stop(proc)
         return Side(
-            f"redstring {workers}w",
+            name or f"redstring {workers}w",
             rnd,
             len(workload.events),
             workload.entities,
@@ -651,6 +724,8 @@ class Bench:
             rss,
             cpu,
             server_cpu,
+            assignment=assignment,
+            settle_s=round(settle, 2),
         )
 
     # -- the peer --
@@ -754,12 +829,15 @@ class Bench:
     # -- latency at a fixed offered load --
 
     async def latency(
-        self, topic: str, tenants: list[str], rate: float, seconds: float
+        self, topic: str, tenants: list[str], rate: float, seconds: float, level: int = 0
     ) -> dict[str, float]:
+        """Publish at ``rate`` for ``seconds``; per event, publish to visible in
+        both stores. ``level`` picks the log (distinct event ids per level: an
+        id already applied would be skipped, not projected)."""
         from streams.kafka.producer import AsyncProducer
 
         count = max(10, int(rate * seconds))
-        events = generate(self.seed + 1, len(tenants), count).events
+        events = generate(self.seed + 1000 + level, len(tenants), count).events
         producer = AsyncProducer(self.topic_settings(topic))
         pending: list[tuple[float, asyncio.Future[Any]]] = []
         latencies: list[float] = []
@@ -985,12 +1063,15 @@ async def run_suite(
     profile: bool,
     keep: bool,
     only: Sequence[str] = (),
+    capacity: tuple[int, int] | None = None,
 ) -> Report:
+    """``capacity``: (partitions, workers) of the capacity side, if it runs."""
     load_stack_env()
     size = SIZES[size_name]
     bench = Bench(size, seed, results, peer=peer, profile=profile)
     workload = generate(seed, size.tenants, size.events)
     sizes = [len(e.template) for e in workload.events]
+    check_disk(workload, size, sides=5 if peer else 4, capacity=capacity is not None)
     report = Report(
         run=bench.run,
         size=size_name,
@@ -1010,6 +1091,10 @@ async def run_suite(
         },
         machine=_machine(),
     )
+    report.partition_events[str(PARTITIONS)] = partition_events(workload, PARTITIONS)
+    if capacity is not None:
+        report.capacity = {"partitions": capacity[0], "workers": capacity[1]}
+        report.partition_events[str(capacity[0])] = partition_events(workload, capacity[0])
     print(
         f"run {bench.run}: {len(workload.events)} events, {workload.entities} entities, "
         f"{workload.relationships} relationships, {size.tenants} tenants, {size.rounds} round(s)"
@@ -1020,16 +1105,22 @@ async def run_suite(
         for rnd in range(1, size.rounds + 1):
             topic1, tenants1 = await bench.publish(f"r{rnd}-1w", workload)
             topic2, _ = await bench.publish(f"r{rnd}-2w", workload)
+            round_topics = [topic1, topic2]
             last = rnd == size.rounds
 
             async def measure_latency(
                 rate: float, tenants: list[str] = tenants1, topic: str = topic1
             ) -> None:
-                offered = max(2.0, round(rate / 2, 1))
-                print(f"  latency at {offered} events/s offered for {size.latency_seconds:.0f}s")
-                report.latency_ms = await bench.latency(
-                    topic, tenants, offered, size.latency_seconds
-                )
+                for level, fraction in enumerate(LATENCY_LEVELS):
+                    offered = max(2.0, round(rate * fraction, 1))
+                    print(
+                        f"  latency at {offered} events/s offered ({fraction:.0%} of "
+                        f"{rate:.1f}) for {size.latency_seconds:.0f}s"
+                    )
+                    measured = await bench.latency(
+                        topic, tenants, offered, size.latency_seconds, level
+                    )
+                    report.latency_ms[str(fraction)] = {"fraction": fraction, **measured}
 
             steps: list[tuple[str, Callable[[], Awaitable[Side]]]] = [
                 ("ceiling", lambda rnd=rnd: bench.ceiling(rnd, workload)),
@@ -1051,15 +1142,32 @@ async def run_suite(
             ]
             if peer:
                 steps.append(("quix", lambda rnd=rnd, t=topic2: bench.quix(rnd, t, workload)))
+            if capacity is not None and (not only or "capacity" in only):
+                partitions, workers = capacity
+                topic3, _ = await bench.publish(f"r{rnd}-cap", workload, partitions)
+                round_topics.append(topic3)
+                steps.append(
+                    (
+                        "capacity",
+                        lambda rnd=rnd, t=topic3, w=workers: bench.redstring(
+                            rnd, w, t, workload, name="capacity"
+                        ),
+                    )
+                )
             if only:
                 steps = [step for step in steps if step[0] in only]
-            turn = (rnd - 1) % len(steps) if steps else 0
-            for name, step in steps[turn:] + steps[:turn]:
+            order = rotated(steps, rnd)
+            report.order.append([name for name, _ in order])
+            print(f"  round {rnd}: " + ", ".join(name for name, _ in order))
+            for name, step in order:
                 servers_before = servers_cpu()
                 side = await step()
                 if not side.server_cpu:
                     side.server_cpu = cpu_delta(servers_before, servers_cpu())
+                side.load = round(os.getloadavg()[0], 1)
                 report.sides.append(side)
+                if name == "redstring 1w" and last:
+                    report.growth_log = growth(side.timeline, side.events)
                 cpu = f", cpu {sum(side.cpu_seconds):.1f}s" if side.cpu_seconds else ""
                 if side.server_cpu:
                     cpu += ", servers " + " ".join(
@@ -1067,8 +1175,10 @@ async def run_suite(
                     )
                 print(
                     f"  round {rnd} {name:<13} {side.rate:9.1f} events/s "
-                    f"({side.seconds:6.1f}s{cpu}), load {os.getloadavg()[0]:.1f}"
+                    f"({side.seconds:6.1f}s{cpu}), load {side.load:.1f}"
                 )
+            if not keep:
+                bench.drop_topics(round_topics)
         if not only or "replay" in only:
             print("  replay of one large tenant")
             report.replay, report.growth = await bench.replay()
@@ -1080,6 +1190,54 @@ async def run_suite(
             await bench.cleanup()
     print("\n" + write_results(report, results, bench.results))
     return report
+
+
+def rotated(steps: Sequence[Any], rnd: int) -> list[Any]:
+    """The sides' order in round ``rnd`` (from 1): the list rotated by one more
+    place each round, so that no side always runs first, on a cold server, or
+    always right after the same neighbour."""
+    turn = (rnd - 1) % len(steps) if steps else 0
+    return [*steps[turn:], *steps[:turn]]
+
+
+def partition_events(workload: Workload, partitions: int) -> list[int]:
+    """Events per partition when tenant i is on partition i mod ``partitions``
+    (the layout ``tenant_names`` gives every side)."""
+    out = [0] * partitions
+    for event in workload.events:
+        out[event.tenant % partitions] += 1
+    return out
+
+
+#: Postgres bytes per entity mention written by a side (a vector row of 384
+#: float4 and its metadata, with the table's overhead): an over-estimate, as
+#: re-extractions update rows in place.
+PG_BYTES_PER_ENTITY = 2200
+
+
+def disk_needed(workload: Workload, size: Size, *, sides: int, capacity: bool) -> int:
+    """Bytes a run may hold at its peak: one round's topics (the 1- and
+    2-worker sides', and the capacity side's) plus the replay topic, and every
+    side's Postgres rows over all rounds (they stay until the end)."""
+    log = sum(len(e.template) for e in workload.events)
+    topics = (3 if capacity else 2) * log + log * size.replay_events // max(1, len(workload.events))
+    writing_sides = sides - 1 + (1 if capacity else 0)  # the bare consumer writes nothing
+    rows = workload.entities * PG_BYTES_PER_ENTITY * writing_sides * size.rounds
+    return topics + rows
+
+
+def check_disk(workload: Workload, size: Size, *, sides: int, capacity: bool) -> None:
+    """Refuse to start a run the local stack's disk cannot hold."""
+    import shutil
+
+    needed = disk_needed(workload, size, sides=sides, capacity=capacity)
+    free = shutil.disk_usage(ROOT / ".devstack" if (ROOT / ".devstack").exists() else ROOT).free
+    print(f"disk: this run may hold up to {needed / 2**30:.1f} GB; {free / 2**30:.1f} GB free")
+    if needed > 0.8 * free:
+        raise SystemExit(
+            f"not enough free disk for this size: needs about {needed / 2**30:.1f} GB, "
+            f"{free / 2**30:.1f} GB free"
+        )
 
 
 def write_results(report: Report, results: Path, run_dir: Path) -> str:
@@ -1103,10 +1261,25 @@ LABELS = {
 }
 
 
+def side_labels(report: Report) -> dict[str, str]:
+    """The table's sides in order, with their labels."""
+    labels = dict(LABELS)
+    if report.capacity:
+        c = report.capacity
+        labels = {
+            **{k: v for k, v in labels.items() if k != "quix"},
+            "capacity": f"redstring, {c['workers']} workers, {c['partitions']} partitions",
+            **({"quix": labels["quix"]} if "quix" in labels else {}),
+        }
+    return labels
+
+
 def ratios(report: Report) -> dict[str, float]:
     totals = report.totals()
     out: dict[str, float] = {}
     one = totals.get("redstring 1w")
+    if one and "capacity" in totals:
+        out["capacity/1w"] = totals["capacity"].rate / one.rate
     if one and "ceiling" in totals:
         out["1w/ceiling"] = one.rate / totals["ceiling"].rate
     if one and "quix" in totals:
@@ -1127,6 +1300,9 @@ def per_round(report: Report, a: str, b: str) -> list[float]:
 
 
 def render_markdown(report: Report) -> str:
+    from streams.settings import Settings
+
+    default_batch = Settings.model_fields["batch_size"].default
     totals = report.totals()
     r = ratios(report)
     w = report.workload
@@ -1147,13 +1323,18 @@ def render_markdown(report: Report) -> str:
         f"Zipf-like sizes (largest {w['largest_tenant_events']} events), "
         f"{w['entities']:,} entities and {w['relationships']:,} relationships, a 384-dimension "
         f"embedding per entity in the events ({w['mean_event_kb']} KB per event on average), "
-        f"{w['partitions']} partitions; {w['rounds']} round(s), the sides' order rotating.",
+        f"{w['partitions']} partitions; {w['rounds']} round(s), the sides' order rotating"
+        + (" (" + "; ".join(", ".join(o) for o in report.order) + ")" if report.order else "")
+        + ".",
+        "- **Load average** when each side ended: "
+        + ", ".join(f"{s.name} (round {s.round}) {s.load}" for s in report.sides)
+        + ".",
         "",
         "| side | events/s | entities/s | relationships/s | / ceiling | / peer | "
         "process CPU ms/event | Neo4j / Postgres / Kafka CPU ms/event | peak RSS MB |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, label in LABELS.items():
+    for name, label in side_labels(report).items():
         side = totals.get(name)
         if side is None:
             continue
@@ -1191,8 +1372,24 @@ def render_markdown(report: Report) -> str:
     if "2w/1w" in r:
         rounds = ", ".join(f"{x:.2f}" for x in per_round(report, "redstring 2w", "redstring 1w"))
         lines.append(
-            f"| scaling, 2 workers / 1 worker (12 partitions) | **{r['2w/1w']:.2f}** "
+            f"| scaling, 2 workers / 1 worker ({PARTITIONS} partitions) | **{r['2w/1w']:.2f}** "
             f"(per round: {rounds}) |"
+        )
+    if "capacity/1w" in r:
+        c = report.capacity
+        rounds = ", ".join(f"{x:.2f}" for x in per_round(report, "capacity", "redstring 1w"))
+        lines.append(
+            f"| scaling, {c['workers']} workers on {c['partitions']} partitions / 1 worker on "
+            f"{PARTITIONS} | **{r['capacity/1w']:.2f}** (per round: {rounds}; "
+            f"{totals['capacity'].rate:.1f} events/s) |"
+        )
+    for key in sorted(report.latency_ms, key=float):
+        lat = report.latency_ms[key]
+        p99 = f"**{lat['p99']:.0f} ms**" if float(key) == 0.5 else f"{lat['p99']:.0f} ms"
+        lines.append(
+            f"| end-to-end latency, publish to visible in both stores, at {float(key):.0%} of "
+            f"the 1-worker rate ({lat['offered_per_s']} events/s offered, {lat['events']:.0f} "
+            f"events) | p50 {lat['p50']:.0f} ms, p95 {lat['p95']:.0f} ms, p99 {p99} |"
         )
     if report.replay:
         rp = report.replay
@@ -1201,19 +1398,33 @@ def render_markdown(report: Report) -> str:
             f"(batches of {REPLAY_BATCH}) | "
             f"**{rp['ratio']:.2f}** ({rp['replay_s']:.1f} s vs {rp['first_s']:.1f} s) |"
         )
+    workers = [
+        (name, max(side.peak_rss_mb))
+        for name in ("redstring 1w", "redstring 2w", "capacity")
+        if (side := totals.get(name)) is not None and side.peak_rss_mb
+    ]
+    if workers:
+        each = ", ".join(
+            f"{side_labels(report)[n].removeprefix('redstring, ')} {mb:.0f}" for n, mb in workers
+        )
+        lines.append(
+            f"| worker peak RSS (VmHWM), default batch ({default_batch} events) | "
+            f"**{max(mb for _, mb in workers):.0f} MB** (largest worker per side: {each} MB) |"
+        )
     if report.growth:
         g = report.growth
         lines.append(
-            f"| cost per event as the graph grows, last 10% / 10-20% of that projection | "
-            f"{g['ratio']:.2f} ({g['last10_s_per_1k']:.1f} vs {g['first10_s_per_1k']:.1f} s "
-            "per 1k events) |"
+            "| cost per event as the graph grows, last 10% / 10-20% of that projection "
+            f"(the replay tenant, batches of {REPLAY_BATCH}) | "
+            f"**{g['ratio']:.2f}** ({g['last10_s_per_1k']:.1f} vs "
+            f"{g['first10_s_per_1k']:.1f} s per 1k events) |"
         )
-    if report.latency_ms:
-        lat = report.latency_ms
+    if report.growth_log:
+        g = report.growth_log
         lines.append(
-            f"| end-to-end latency, publish to visible in both stores, at {lat['offered_per_s']} "
-            f"events/s offered (1 worker, {lat['events']:.0f} events) | p50 {lat['p50']:.0f} ms, "
-            f"p95 {lat['p95']:.0f} ms, p99 {lat['p99']:.0f} ms |"
+            f"| cost per event as the graph grows, last 10% / 10-20% of the whole log "
+            f"(1 worker, {w['events']:,} events, last round) | {g['ratio']:.2f} "
+            f"({g['last10_s_per_1k']:.1f} vs {g['first10_s_per_1k']:.1f} s per 1k events) |"
         )
     if "1w/kafka" in r:
         lines.append(
@@ -1232,19 +1443,42 @@ def write_plot(report: Report, path: Path) -> None:
     from_report(asdict(report), path)
 
 
+def capacity_shape(text: str) -> tuple[int, int]:
+    """``PxW`` -> (P partitions, W workers), W at most P (a worker beyond the
+    partition count would hold nothing)."""
+    partitions, sep, workers = text.lower().partition("x")
+    try:
+        shape = (int(partitions), int(workers))
+    except ValueError:
+        shape = (0, 0)
+    if not sep or not 1 <= shape[1] <= shape[0]:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected PxW, P partitions and 1 <= W <= P workers (e.g. 24x3)"
+        )
+    return shape
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-peer", action="store_true", help="skip the Quix Streams peer")
     parser.add_argument("--profile", action="store_true", help="py-spy the 1-worker side")
+    parser.add_argument(
+        "--capacity",
+        type=capacity_shape,
+        default=None,
+        metavar="PxW",
+        help="also run W workers on a topic of P partitions (e.g. 24x3) in every round, "
+        "for the capacity model of docs/scaling.md",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="leave topics, tenants, schemas")
     parser.add_argument(
         "--only",
         default="",
         help="comma-separated sides to run (ceiling, kafka, redstring 1w, redstring 2w, quix, "
-        "replay); for debugging: ratios need all of them",
+        "capacity, replay); for debugging: ratios need all of them",
     )
     parser.add_argument(
         "--plot", type=Path, default=None, help=f"also copy the plot here (e.g. {PLOT})"
@@ -1259,6 +1493,7 @@ def main() -> None:
             profile=args.profile,
             keep=args.keep,
             only=[name.strip() for name in args.only.split(",") if name.strip()],
+            capacity=args.capacity,
         )
     )
     if args.plot is not None:

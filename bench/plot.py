@@ -23,6 +23,8 @@ SIDES: dict[str, tuple[str, str]] = {
     "ceiling": ("ceiling: direct writes, no Kafka", "#595959"),
     "redstring 1w": ("redstring, 1 worker", "#c8282a"),
     "redstring 2w": ("redstring, 2 workers", "#f08c14"),
+    # bench/e2e.py --capacity PxW; from_report names its shape
+    "capacity": ("redstring, capacity side", "#8c3cb4"),
     "quix": ("peer: Quix Streams sinks", "#285ac8"),
 }
 # Drawn at 800x440 pixels, the width a README or docs page shows it at, so the
@@ -43,8 +45,13 @@ def last_round(sides: Iterable[Mapping[str, Any]]) -> dict[str, list[tuple[float
     }
 
 
-def throughput_chart(series: Mapping[str, Sequence[tuple[float, float]]], path: Path) -> None:
-    """Events visible against time, one line per side: the slope is the throughput."""
+def throughput_chart(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    path: Path,
+    labels: Mapping[str, str] | None = None,
+) -> None:
+    """Events visible against time, one line per side: the slope is the
+    throughput. ``labels`` overrides SIDES' legend labels."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display, whatever the environment says
@@ -56,6 +63,7 @@ def throughput_chart(series: Mapping[str, Sequence[tuple[float, float]]], path: 
             if name not in series:
                 continue
             label, colour = SIDES[name]
+            label = (labels or {}).get(name, label)
             xs, ys = zip(*series[name], strict=True)
             ax.plot(xs, ys, label=label, color=colour, linewidth=2)
         ax.set_xlabel("seconds since the side's consumer was ready")
@@ -73,8 +81,13 @@ def throughput_chart(series: Mapping[str, Sequence[tuple[float, float]]], path: 
 def from_report(report: Mapping[str, Any], path: Path) -> bool:
     """Draw a run's plot from its report (latest.json); False if it has no timelines."""
     series = last_round(report.get("sides", []))
+    labels = {}
+    if capacity := report.get("capacity"):
+        labels["capacity"] = (
+            f"redstring, {capacity['workers']} workers, {capacity['partitions']} partitions"
+        )
     if series:
-        throughput_chart(series, path)
+        throughput_chart(series, path, labels)
     return bool(series)
 
 

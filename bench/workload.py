@@ -43,14 +43,20 @@ class Size:
     tenants: int
     events: int
     rounds: int
-    latency_seconds: float
+    latency_seconds: float  # the paced publishing of each offered-load level
     replay_events: int  # the large tenant's history for the replay phase
 
 
+#: About 37 KB per event on a topic: ``small`` puts 55 MB on each side's topic,
+#: ``large`` 450 MB and ``xlarge`` 1.9 GB (bench/e2e.py checks the free disk
+#: before it starts and removes a round's topics when the round ends).
 SIZES = {
     "tiny": Size(tenants=6, events=120, rounds=1, latency_seconds=4, replay_events=60),
     "small": Size(tenants=24, events=1500, rounds=2, latency_seconds=20, replay_events=600),
     "large": Size(tenants=60, events=12_000, rounds=2, latency_seconds=60, replay_events=4000),
+    # A long projection, for the cost per event as the graph grows: the
+    # replay tenant's 10,000 events and the whole log's 50,000.
+    "xlarge": Size(tenants=100, events=50_000, rounds=2, latency_seconds=60, replay_events=10_000),
 }
 
 

@@ -50,6 +50,8 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
             "--size",
             "tiny",
             "--no-peer",
+            "--capacity",
+            "6x2",
             "--results",
             str(tmp_path),
         ],
@@ -62,9 +64,31 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((tmp_path / "latest.json").read_text())
     sides = {side["name"] for side in report["sides"]}
-    assert sides == {"ceiling", "kafka", "redstring 1w", "redstring 2w"}
+    assert sides == {"ceiling", "kafka", "redstring 1w", "redstring 2w", "capacity"}
+    assert report["order"] == [["ceiling", "kafka", "redstring 1w", "redstring 2w", "capacity"]]
+    workers = {s["name"]: len(s["peak_rss_mb"]) for s in report["sides"] if s["peak_rss_mb"]}
+    assert workers == {"redstring 1w": 1, "redstring 2w": 2, "capacity": 2}
+    assert report["capacity"] == {"partitions": 6, "workers": 2}
+    assert sum(report["partition_events"]["6"]) == report["workload"]["events"]
     assert report["replay"]["replay_s"] > 0
-    assert report["latency_ms"]["events"] > 0
+    assert report["growth"]["ratio"] > 0 and report["growth_log"]["ratio"] > 0
+    levels = report["latency_ms"]
+    assert sorted(levels, key=float) == ["0.25", "0.5", "0.9"]
+    offered = [levels[k]["offered_per_s"] for k in ("0.25", "0.5", "0.9")]
+    assert offered == sorted(offered) and all(levels[k]["events"] > 0 for k in levels)
     markdown = (tmp_path / "latest.md").read_text()
-    assert "redstring, 1 worker" in markdown
+    for row in (
+        "redstring, 1 worker",
+        "redstring, 2 workers, 6 partitions",
+        "| redstring (1 worker) events/s as a fraction of the ceiling |",
+        "| scaling, 2 workers / 1 worker (12 partitions) |",
+        "| scaling, 2 workers on 6 partitions / 1 worker on 12 |",
+        "at 25% of the 1-worker rate",
+        "at 50% of the 1-worker rate",
+        "at 90% of the 1-worker rate",
+        "| online replay / first projection,",
+        "| worker peak RSS (VmHWM), default batch",
+        "| cost per event as the graph grows, last 10% / 10-20% of that projection",
+    ):
+        assert row in markdown, row
     assert (tmp_path / "throughput.png").read_bytes().startswith(b"\x89PNG")

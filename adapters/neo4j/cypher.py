@@ -290,11 +290,29 @@ RETURN properties(m) AS e, collect(r.tenant_id) AS edge_tenants
 # never one huge transaction outside a unit of work. An edge has a type of its
 # own, and a relationship index needs one, so the tenant's edges are found from
 # its entities: the edges first, so that each entity batch is plain deletes.
+
+#: One step of a walk over the tenant's entities in id order from a cursor
+#: (``$after``, exclusive): the next ``$batch`` entities, and at most ``$batch``
+#: of their outgoing edges deleted. Their entities stay until the next
+#: statement, so a walk from the start each time would reread every entity
+#: already stripped, and the purge would be quadratic (ADR 0004, "Tenant purge
+#: in batches"). The caller keeps the cursor where it is while a statement
+#: deletes ``$batch`` (the entities may have edges left) and moves it to
+#: ``last`` otherwise. Ordering by both keys is what lets the planner read the
+#: composite index in order and stop at the limit; by ``e.id`` alone it sorts
+#: every entity past the cursor.
 DELETE_TENANT_RELATIONSHIPS: Final = """
-MATCH (e:Entity {tenant_id: $tenant})-[r]->() WHERE e.id IS NOT NULL
-WITH r LIMIT $batch
-DELETE r
-RETURN count(*) AS deleted
+MATCH (e:Entity {tenant_id: $tenant}) WHERE e.id > $after
+WITH e ORDER BY e.tenant_id, e.id LIMIT $batch
+WITH collect(e) AS scanned, max(e.id) AS last
+CALL (scanned) {
+  UNWIND scanned AS e
+  MATCH (e)-[r]->()
+  WITH r LIMIT $batch
+  DELETE r
+  RETURN count(*) AS deleted
+}
+RETURN size(scanned) AS scanned, deleted, last
 """
 
 DELETE_TENANT_ENTITIES: Final = """

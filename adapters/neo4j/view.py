@@ -24,6 +24,7 @@ from typing import Any
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_resolved_depth
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.neo4j import cypher as q
+from adapters.neo4j import ledger
 from adapters.neo4j.ledger import Neo4jLedger
 from adapters.neo4j.rows import (
     alias_from,
@@ -330,12 +331,9 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
         with _scoped(tenant_id, "delete_by_tenant") as part:
             blame = Blame(part.where, part.tenant)
             params = {"tenant": part.tenant}
-            # Edges first, by their own index, so each entity batch is plain deletes.
-            for query in (
-                q.DELETE_TENANT_RELATIONSHIPS,
-                q.DELETE_TENANT_ENTITIES,
-                q.DELETE_TENANT_ALIASES,
-            ):
+            # Edges first, so each entity batch is plain deletes.
+            await self._delete_tenant_relationships(part.tenant, blame)
+            for query in (q.DELETE_TENANT_ENTITIES, q.DELETE_TENANT_ALIASES):
                 await self._delete_in_batches(query, params, blame)
             counted = (await self._run(q.COUNT_TENANT, part, write=False))[0]
             remaining = {
@@ -344,3 +342,21 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 "aliases": int(counted["aliases"]),
             }
             return erasure_sweep(part.tenant, remaining)
+
+    async def _delete_tenant_relationships(self, tenant: TenantId, blame: Blame) -> int:
+        """The tenant's edges, walking its entities from a cursor
+        (cypher.DELETE_TENANT_RELATIONSHIPS): each entity is read about once,
+        whatever the number of batches."""
+        total, after = 0, ""  # every id sorts after the empty string
+        while True:
+            batch = ledger.DELETE_BATCH
+            params = {"tenant": tenant, "after": after, "batch": batch}
+            [step] = await self._runner.run(
+                q.DELETE_TENANT_RELATIONSHIPS, params, write=True, blame=blame
+            )
+            total += int(step["deleted"])
+            if int(step["deleted"]) >= batch:
+                continue  # these entities may have edges left: the same cursor again
+            if int(step["scanned"]) < batch:
+                return total
+            after = step["last"]

@@ -128,8 +128,8 @@ async def _ceiling_work(
     ).consume()
 
 
-async def ceiling_batch(session: AsyncSession, tenant: TenantId, batch: Batch) -> None:
-    """The same rows and stored shape, with nothing but the two writes."""
+def ceiling_params(batch: Batch) -> tuple[list[Any], list[str], list[Any]]:
+    """The ceiling's parameters for ``batch``: entity rows, endpoints, edge rows."""
     entities = [
         {
             "id": e.id,
@@ -153,6 +153,12 @@ async def ceiling_batch(session: AsyncSession, tenant: TenantId, batch: Batch) -
         }
         for r in batch.relationships
     ]
+    return entities, endpoints, edges
+
+
+async def ceiling_batch(session: AsyncSession, tenant: TenantId, batch: Batch) -> None:
+    """The same rows and stored shape, with nothing but the two writes."""
+    entities, endpoints, edges = ceiling_params(batch)
     await session.execute_write(_ceiling_work, tenant, entities, endpoints, edges)
 
 

@@ -64,7 +64,7 @@ def type_label(entity_type: str) -> str:
 #: (``row.labels`` is ``[]`` for a type that is one of the store's own labels,
 #: which is never added or removed; see ``type_labels``).
 UPSERT_ENTITIES: Final = """
-UNWIND $rows AS row
+UNWIND $entities AS row
 MERGE (e:Entity {tenant_id: $tenant, id: row.id})
 ON CREATE SET e.order_key = row.order_key
 WITH e, row,
@@ -166,20 +166,34 @@ RETURN id, s.tenant_id AS tenant_id, ends, tenants, hops
 """
 
 
-def alias_depths(limit: int) -> str:
-    """Before writing ``$alias_id -> $canonical_id``: the longest chain of
-    aliases ending at the absorbed id, and the hops from the canonical to its
-    end, each counted up to ``limit + 1`` (adapters.alias_depth). A pattern's
-    length bound cannot be a parameter; ``limit`` is an int."""
-    hops = int(limit) + 1
-    return f"""
+@lru_cache(maxsize=64)
+def upsert_alias_checked(limit: int) -> str:
+    """``UPSERT_ALIAS`` behind its depth check, in one statement: the longest
+    chain of aliases ending at the absorbed id and the hops from the canonical
+    to its end, each counted up to ``limit + 1`` (adapters.alias_depth); the
+    alias is written only if the chain it makes is at most ``limit`` hops, and
+    the two counts come back either way, so the caller raises when it was not
+    written. One round trip instead of a read and then the write (timed per
+    statement by bench/neo4j_profile.py: merges wrote two per absorbed id).
+    A pattern's length bound cannot be a parameter; ``limit`` is an int.
+    """
+    hops, most = int(limit) + 1, int(limit)
+    return (
+        f"""
 OPTIONAL MATCH below = (:AliasId)-[:ALIAS_OF*1..{hops}]->
   (:AliasId {{tenant_id: $tenant, id: $alias_id}})
 WITH max(length(below)) AS below
 OPTIONAL MATCH above = (:AliasId {{tenant_id: $tenant, id: $canonical_id}})
   -[:ALIAS_OF*1..{hops}]->(:AliasId)
-RETURN coalesce(below, 0) AS below, coalesce(max(length(above)), 0) AS above
+WITH coalesce(below, 0) AS below, coalesce(max(length(above)), 0) AS above
+CALL (below, above) {{
+WITH below, above WHERE below + 1 + above <= {most}
 """
+        + UPSERT_ALIAS
+        + """}
+RETURN below, above
+"""
+    )
 
 
 # -- relationships ---------------------------------------------------------
@@ -207,6 +221,15 @@ CALL (nodes, missing) {
 }
 RETURN missing
 """
+
+#: A unit of work's entity upsert and the edge upsert that follows it, for one
+#: tenant, as one statement (runner.TransactionRunner.defer): nothing reads
+#: the entity upsert's result, and the graph fold writes a run's edges right
+#: after its entities, so the pair costs one round trip. The edges' endpoint
+#: lookups see the entities written above them in the same statement.
+UPSERT_ENTITIES_AND_RELATIONSHIPS: Final = (
+    "CALL () {" + UPSERT_ENTITIES + "}\n" + UPSERT_RELATIONSHIPS
+)
 
 DELETE_RELATIONSHIPS: Final = """
 UNWIND $keys AS k

@@ -49,6 +49,9 @@ from contracts.ports.lifecycle import ClosingContext
 #: Sent with every entity upsert: a type label that is one of these is never removed.
 _RESERVED = sorted(q.RESERVED_LABELS)
 
+#: The statement a deferred entity upsert and the next one become together.
+_JOINS = {q.UPSERT_RELATIONSHIPS: q.UPSERT_ENTITIES_AND_RELATIONSHIPS}
+
 
 def _tenant_of(record: Entity | Relationship | Alias) -> TenantId:
     return record.tenant_id
@@ -161,8 +164,13 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 return
             rows = [entity_row(e) for e in merged]
             ids = [e.id for e in merged]
-            await self._run(
-                q.UPSERT_ENTITIES, part, write=True, blamed=ids, rows=rows, reserved=_RESERVED
+            # Nothing is read back: inside a unit of work it joins the edge
+            # upsert that follows it (the graph fold's order) in one statement.
+            await self._runner.defer(
+                q.UPSERT_ENTITIES,
+                {"tenant": part.tenant, "entities": rows, "reserved": _RESERVED},
+                Blame(part.where, part.tenant, ids),
+                _JOINS,
             )
 
     # AliasStore
@@ -171,17 +179,9 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
         with _scoped(tenant_id, "upsert_alias") as part:
             part.only([alias], _tenant_of)
             limit = self.max_alias_depth
+            # Nothing is written when the chain would be too deep.
             [depths] = await self._run(
-                q.alias_depths(limit),
-                part,
-                write=False,
-                alias_id=alias.alias_id,
-                canonical_id=alias.canonical_id,
-            )
-            if depths["below"] + 1 + depths["above"] > limit:
-                raise AliasChainTooDeepError(part.tenant, alias.alias_id, limit)
-            await self._run(
-                q.UPSERT_ALIAS,
+                q.upsert_alias_checked(limit),
                 part,
                 write=True,
                 blamed=[alias.alias_id, alias.canonical_id],
@@ -190,6 +190,8 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 reason=alias.reason,
                 token=uuid.uuid4().hex,
             )
+            if depths["below"] + 1 + depths["above"] > limit:
+                raise AliasChainTooDeepError(part.tenant, alias.alias_id, limit)
 
     async def remove_alias(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
         with _scoped(tenant_id, "remove_alias") as part:

@@ -16,6 +16,7 @@ import re
 import pytest
 from neo4j import AsyncGraphDatabase
 
+from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
 from adapters.neo4j import cypher, ledger_cypher
 from adapters.neo4j.schema import bootstrap
 from tests.services import Neo4jConfig
@@ -44,6 +45,9 @@ def _statements() -> list[tuple[str, str]]:
                 continue
             if name.isupper() and isinstance(value, str) and "MATCH" in value:
                 found.append((f"{module.__name__.rsplit('.', 1)[1]}.{name}", value))
+    # Rendered with the bound of the alias chain, an int.
+    checked = cypher.upsert_alias_checked(DEFAULT_MAX_ALIAS_DEPTH)
+    found.append(("cypher.upsert_alias_checked", checked))
     return found
 
 
@@ -83,6 +87,7 @@ TYPED_READS = {
 def test_the_statement_list_is_not_vacuous() -> None:
     names = {name for name, _ in _statements()}
     assert {"cypher.DELETE_TENANT_ENTITIES", "cypher.FIND_ENTITIES", "cypher.RESOLVE"} <= names
+    assert {"cypher.UPSERT_ENTITIES_AND_RELATIONSHIPS", "cypher.upsert_alias_checked"} <= names
     assert len(names) >= 25
 
 

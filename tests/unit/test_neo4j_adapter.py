@@ -27,7 +27,7 @@ from adapters.neo4j.rows import (
     merged_in_order,
     order_key,
 )
-from adapters.neo4j.runner import Blame, translate
+from adapters.neo4j.runner import Blame, TransactionRunner, translate
 from contracts.domain import Entity, RebuildMarker, Relationship, StreamPartition
 from contracts.errors import (
     CheckpointRegressionError,
@@ -155,6 +155,11 @@ class _Recorder:
             return [{"offset": 3, "topic_id": P.topic_id, "markers": [marker]}]
         return []
 
+    async def defer(
+        self, query: str, params: dict[str, Any], blame: Blame, joins: dict[str, str]
+    ) -> None:
+        await self.run(query, params, write=True, blame=blame)
+
 
 async def _locked() -> tuple[_Recorder, Neo4jLedger]:
     runner = _Recorder()
@@ -217,3 +222,70 @@ async def test_other_partitions_are_read_from_the_store() -> None:
     assert await ledger.checkpoint(other) == -1
     assert await ledger.rebuild_markers(other) == []
     assert [query for query, _ in runner.statements[1:]] == [q.READ_CHECKPOINT, q.REBUILD_MARKERS]
+
+
+class _Tx:
+    """An explicit transaction that records what reaches the server."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def run(self, query: str, params: dict[str, Any]) -> Any:
+        self.sent.append((query, params))
+
+        async def records() -> Any:
+            for record in [{"q": query}]:
+                yield record
+
+        return records()
+
+    async def commit(self) -> None:
+        self.sent.append(("COMMIT", {}))
+
+    async def rollback(self) -> None:
+        self.sent.append(("ROLLBACK", {}))
+
+
+_JOINS = {"SECOND": "FIRST+SECOND"}
+
+
+def _deferring() -> tuple[_Tx, TransactionRunner]:
+    tx = _Tx()
+    return tx, TransactionRunner(tx)  # type: ignore[arg-type]
+
+
+async def test_a_deferred_write_joins_the_named_next_statement_of_its_tenant() -> None:
+    tx, runner = _deferring()
+    await runner.defer("FIRST", {"tenant": T, "a": 1}, Blame("first"), _JOINS)
+    assert tx.sent == []
+    records = await runner.run("SECOND", {"tenant": T, "b": 2}, write=True, blame=Blame("2nd"))
+    assert tx.sent == [("FIRST+SECOND", {"tenant": T, "a": 1, "b": 2})]
+    assert records == [{"q": "FIRST+SECOND"}]
+    await runner.commit()
+    assert tx.sent[1:] == [("COMMIT", {})]
+
+
+async def test_a_deferred_write_runs_alone_before_anything_else() -> None:
+    tx, runner = _deferring()
+    await runner.defer("FIRST", {"tenant": T, "a": 1}, Blame("first"), _JOINS)
+    await runner.run("OTHER", {"tenant": T}, write=False, blame=Blame("read"))
+    # Another tenant's statement, or one sharing a parameter name, is no join.
+    await runner.defer("FIRST", {"tenant": T, "a": 1}, Blame("first"), _JOINS)
+    await runner.run("SECOND", {"tenant": TenantId("t-other")}, write=True, blame=Blame("2"))
+    await runner.defer("FIRST", {"tenant": T, "a": 1}, Blame("first"), _JOINS)
+    await runner.run("SECOND", {"tenant": T, "a": 2}, write=True, blame=Blame("2"))
+    # A second deferral sends the first; commit sends the last.
+    await runner.defer("FIRST", {"tenant": T, "a": 1}, Blame("first"), _JOINS)
+    await runner.defer("FIRST", {"tenant": T, "a": 3}, Blame("first"), _JOINS)
+    await runner.commit()
+    assert [query for query, _ in tx.sent] == [
+        "FIRST", "OTHER", "FIRST", "SECOND", "FIRST", "SECOND", "FIRST", "FIRST", "COMMIT"
+    ]  # fmt: skip
+    assert tx.sent[-2][1]["a"] == 3
+
+
+async def test_a_rolled_back_unit_of_work_never_sends_its_deferred_write() -> None:
+    tx, runner = _deferring()
+    await runner.defer("FIRST", {"tenant": T}, Blame("first"), _JOINS)
+    await runner.rollback()
+    assert tx.sent == [("ROLLBACK", {})]

@@ -41,8 +41,9 @@ or ``.devstack/env``):
 4. Replay: one large tenant alone on a topic, projected once, then rebuilt by
    a signed ``TenantReplayRequested`` (online replay); replay time over first
    projection time. Cost per event as the graph grows: seconds per event over
-   the 10-20% tenth vs the last 10% of that first projection (and, as a second
-   figure, of the 1-worker side's whole log).
+   the 10-20% tenth vs the last 10% of that first projection (one tenant
+   alone: a whole log's last tenth is its largest partition finishing alone,
+   which says more about the tenants' sizes than about the graph's).
 
 Writes ``bench/results/latest.md`` (the README table: ``python -m
 bench.readme`` splices it in), ``latest.json`` and ``throughput.png``
@@ -84,6 +85,9 @@ QUIX_PACKAGES = ["quixstreams==3.28.1", "neo4j==6.4.1", "psycopg2-binary==2.9.13
 PARTITIONS = 12
 LATENCY_LEVELS = (0.25, 0.5, 0.9)  # offered load, as fractions of the 1-worker rate
 REPLAY_BATCH = 100  # the replay phase's batch size (see Bench.replay)
+#: fewer distinct progress steps than this in the growth projection, and each
+#: tenth of it falls inside one or two commits: the figure is flagged
+GROWTH_STEPS = 20
 CHUNK = 2000  # the ceiling's events per write: fewer, larger statements per tenant
 CONTROL_KEY = "bench-control-key"
 READY_LINE = "committed the stores' positions"
@@ -150,8 +154,6 @@ class Report:
     replay: dict[str, float] = field(default_factory=dict)
     #: the replay tenant's first projection (one partition, batches of REPLAY_BATCH)
     growth: dict[str, float] = field(default_factory=dict)
-    #: the 1-worker side's whole log, last round (every partition, default batches)
-    growth_log: dict[str, float] = field(default_factory=dict)
     #: the capacity side's shape, {"partitions": P, "workers": W}, if it ran
     capacity: dict[str, int] = field(default_factory=dict)
     #: the sides' order in each round
@@ -676,12 +678,17 @@ class Bench:
             )
         started = time.time()
         servers_before = servers_cpu()
+        at_ready: tuple[list[float], dict[str, float]] | None = None
         samples: list[tuple[float, int]] = []
         try:
             deadline = started + max(180.0, total / 5)
             while True:
                 done = self.done(await self.visible(topic), highs)
                 samples.append((time.time(), done))
+                if at_ready is None and any(_log_time(log, READY_LINE) for _, log in procs):
+                    # The CPU counted is the projection's, from the first
+                    # worker's readiness on (as its time is), not start-up's.
+                    at_ready = ([cpu_seconds(p.pid) for p, _ in procs], servers_cpu())
                 if done >= total:
                     break
                 for proc, log in procs:
@@ -700,7 +707,11 @@ class Bench:
             t0 = min(ready) if ready else started
             # CPU of the projection alone (not of what runs next on the worker).
             cpu = [cpu_seconds(p.pid) for p, _ in procs]
-            server_cpu = cpu_delta(servers_before, servers_cpu())
+            server_cpu = cpu_delta(
+                servers_before if at_ready is None else at_ready[1], servers_cpu()
+            )
+            if at_ready is not None:
+                cpu = [round(b - a, 2) for a, b in zip(at_ready[0], cpu, strict=True)]
             if while_running is not None:
                 await while_running(total / max(1e-9, samples[-1][0] - t0))
             rss = [peak_rss_mb(p.pid) for p, _ in procs]
@@ -964,7 +975,13 @@ def growth(timeline: Sequence[tuple[float, int]], total: int) -> dict[str, float
 
     first = (at(0.2) - at(0.1)) * 1000 / (0.1 * total)
     last = (at(1.0) - at(0.9)) * 1000 / (0.1 * total)
-    return {"first10_s_per_1k": first, "last10_s_per_1k": last, "ratio": last / first}
+    steps = len({done for _, done in timeline})
+    return {
+        "first10_s_per_1k": first,
+        "last10_s_per_1k": last,
+        "ratio": last / first,
+        "steps": steps,
+    }
 
 
 async def retrying(
@@ -1102,7 +1119,9 @@ async def run_suite(
     await bench.open()
     try:
         report.machine["versions"] = {**_versions(), **await _server_versions(bench)}
-        for rnd in range(1, size.rounds + 1):
+        sides = ("ceiling", "kafka", "redstring 1w", "redstring 2w", "quix", "capacity")
+        rounds = size.rounds if not only or any(name in only for name in sides) else 0
+        for rnd in range(1, rounds + 1):
             topic1, tenants1 = await bench.publish(f"r{rnd}-1w", workload)
             topic2, _ = await bench.publish(f"r{rnd}-2w", workload)
             round_topics = [topic1, topic2]
@@ -1166,8 +1185,6 @@ async def run_suite(
                     side.server_cpu = cpu_delta(servers_before, servers_cpu())
                 side.load = round(os.getloadavg()[0], 1)
                 report.sides.append(side)
-                if name == "redstring 1w" and last:
-                    report.growth_log = growth(side.timeline, side.events)
                 cpu = f", cpu {sum(side.cpu_seconds):.1f}s" if side.cpu_seconds else ""
                 if side.server_cpu:
                     cpu += ", servers " + " ".join(
@@ -1373,7 +1390,7 @@ def render_markdown(report: Report) -> str:
         rounds = ", ".join(f"{x:.2f}" for x in per_round(report, "redstring 2w", "redstring 1w"))
         lines.append(
             f"| scaling, 2 workers / 1 worker ({PARTITIONS} partitions) | **{r['2w/1w']:.2f}** "
-            f"(per round: {rounds}) |"
+            f"(per round: {rounds}; {settled(report, 'redstring 2w')}) |"
         )
     if "capacity/1w" in r:
         c = report.capacity
@@ -1381,8 +1398,9 @@ def render_markdown(report: Report) -> str:
         lines.append(
             f"| scaling, {c['workers']} workers on {c['partitions']} partitions / 1 worker on "
             f"{PARTITIONS} | **{r['capacity/1w']:.2f}** (per round: {rounds}; "
-            f"{totals['capacity'].rate:.1f} events/s) |"
+            f"{totals['capacity'].rate:.1f} events/s; {settled(report, 'capacity')}) |"
         )
+    lines += capacity_rows(report)
     for key in sorted(report.latency_ms, key=float):
         lat = report.latency_ms[key]
         p99 = f"**{lat['p99']:.0f} ms**" if float(key) == 0.5 else f"{lat['p99']:.0f} ms"
@@ -1413,18 +1431,17 @@ def render_markdown(report: Report) -> str:
         )
     if report.growth:
         g = report.growth
+        steps = int(g.get("steps", 0))
+        caveat = (
+            f"; only {steps} commits: too few to read, see --size large or xlarge"
+            if steps < GROWTH_STEPS
+            else ""
+        )
         lines.append(
             "| cost per event as the graph grows, last 10% / 10-20% of that projection "
             f"(the replay tenant, batches of {REPLAY_BATCH}) | "
             f"**{g['ratio']:.2f}** ({g['last10_s_per_1k']:.1f} vs "
-            f"{g['first10_s_per_1k']:.1f} s per 1k events) |"
-        )
-    if report.growth_log:
-        g = report.growth_log
-        lines.append(
-            f"| cost per event as the graph grows, last 10% / 10-20% of the whole log "
-            f"(1 worker, {w['events']:,} events, last round) | {g['ratio']:.2f} "
-            f"({g['last10_s_per_1k']:.1f} vs {g['first10_s_per_1k']:.1f} s per 1k events) |"
+            f"{g['first10_s_per_1k']:.1f} s per 1k events{caveat}) |"
         )
     if "1w/kafka" in r:
         lines.append(
@@ -1433,6 +1450,43 @@ def render_markdown(report: Report) -> str:
         )
     lines.append("")
     return "\n".join(lines)
+
+
+def settled(report: Report, name: str) -> str:
+    """Per round, the side's events/s after its group settled (the workers'
+    joins each rebalance the group, which stops every worker for a while)
+    over the 1-worker side's, and how long settling took."""
+    from bench.capacity import steady_rate
+
+    by = {(s.name, s.round): s for s in report.sides}
+    parts = [
+        f"{steady_rate(asdict(side)) / by[('redstring 1w', rnd)].rate:.2f} after "
+        f"{side.settle_s:.1f} s of settling"
+        for (n, rnd), side in sorted(by.items())
+        if n == name and ("redstring 1w", rnd) in by
+    ]
+    return "after the group settled, per round: " + ", ".join(parts) if parts else ""
+
+
+def capacity_rows(report: Report) -> list[str]:
+    """docs/scaling.md's model against the multi-worker sides (bench/capacity.py)."""
+    from bench.capacity import check
+
+    try:
+        checks = check(asdict(report))
+    except (KeyError, ValueError, ZeroDivisionError):  # a side left out (--only)
+        return []
+    by_side: dict[tuple[str, int, int], list[str]] = {}
+    for k in checks:
+        by_side.setdefault((k.side, k.workers, k.partitions), []).append(
+            f"round {k.round}: {k.predicted:.0f} ({k.binding}) vs {k.measured:.1f}, "
+            f"{k.steady:.1f} after settling, {k.busy_cores:.2f} cores busy"
+        )
+    return [
+        f"| capacity model (docs/scaling.md), {workers} workers on {partitions} partitions: "
+        f"predicted events/s (binding bound) vs measured | {'; '.join(rounds)} |"
+        for (_, workers, partitions), rounds in by_side.items()
+    ]
 
 
 def write_plot(report: Report, path: Path) -> None:

@@ -71,7 +71,11 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
     assert report["capacity"] == {"partitions": 6, "workers": 2}
     assert sum(report["partition_events"]["6"]) == report["workload"]["events"]
     assert report["replay"]["replay_s"] > 0
-    assert report["growth"]["ratio"] > 0 and report["growth_log"]["ratio"] > 0
+    assert report["growth"]["ratio"] > 0 and report["growth"]["steps"] >= 1
+    for side in report["sides"]:
+        if side["name"] in ("redstring 2w", "capacity"):
+            held = sorted(p for h in side["assignment"] for p in h)
+            assert held == list(range(12 if side["name"] == "redstring 2w" else 6))
     levels = report["latency_ms"]
     assert sorted(levels, key=float) == ["0.25", "0.5", "0.9"]
     offered = [levels[k]["offered_per_s"] for k in ("0.25", "0.5", "0.9")]
@@ -89,6 +93,7 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
         "| online replay / first projection,",
         "| worker peak RSS (VmHWM), default batch",
         "| cost per event as the graph grows, last 10% / 10-20% of that projection",
+        "| capacity model (docs/scaling.md), 2 workers on 6 partitions:",
     ):
         assert row in markdown, row
     assert (tmp_path / "throughput.png").read_bytes().startswith(b"\x89PNG")

@@ -121,10 +121,12 @@ class Settings(BaseSettings):
     )
     batch_size: int = Field(2000, ge=1, description="Events per batch.")
     batch_wait_ms: int = Field(
-        200,
+        20,
         ge=1,
-        description="How long to wait to fill a batch (also how long a batch that reached "
-        "REDSTRING_READ_AHEAD_BYTES waits before it is handed over).",
+        description="How long the consumer gathers records before it hands them to the "
+        "worker's intake (also how long records that reached REDSTRING_READ_AHEAD_BYTES "
+        "wait before they are handed over). A batch is applied as soon as the one before "
+        "it is written, with whatever was gathered meanwhile, up to REDSTRING_BATCH_SIZE.",
     )
     batch_max_bytes: int = Field(
         8_000_000,

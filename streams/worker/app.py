@@ -32,6 +32,7 @@ from streams.settings import Settings
 from streams.telemetry import configure_tracing
 from streams.wiring import Stores, build_folds, open_stores
 from streams.worker.bounds import ReadAhead, batch_bounds
+from streams.worker.intake import Intake
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
 from streams.worker.projector import Projector, RawRecord
@@ -110,6 +111,9 @@ class Runtime:
         self.topic_id = ""
         self.stores: Stores | None = None
         self.loop: WorkerLoop | None = None
+        self.intake: Intake | None = None
+        #: Why the worker cannot apply anything any more, if it cannot.
+        self.failed: str | None = None
         self.sink: KafkaDeadLetterSink | None = None
         self.consumer = FaustConsumer(app, settings.topic)
         self.probe = RecordProbe(settings)
@@ -161,12 +165,14 @@ class Runtime:
         """Called when a rebalance completes, before Faust's recovery seeks to
         the committed offsets: commit (and seek to) what the stores need."""
         loop = await self.ready_loop()
+        if self.intake is not None:
+            self.intake.retain(self.consumer.assigned())
         await loop.on_assigned()
 
-    async def process(self, events: Sequence[Any]) -> None:
-        loop = await self.ready_loop()
+    @staticmethod
+    def records_of(events: Sequence[Any]) -> dict[int, list[RawRecord]]:
+        """The records of a batch Faust handed over, by partition."""
         batch: dict[int, list[RawRecord]] = {}
-        size = 0
         for event in events:
             message = event.message
             batch.setdefault(message.partition, []).append(
@@ -178,9 +184,45 @@ class Runtime:
                     message.headers,
                 )
             )
-            size += len(message.value) if message.value else 0
-        self.metrics.intake_bytes.observe(size)
-        await loop.on_batch(batch)
+        return batch
+
+    async def open_intake(self, read_ahead: ReadAhead) -> Intake:
+        """The intake the agent puts batches into, its applier started: the
+        next batch is gathered while the one before it is written
+        (streams.worker.intake). Each batch the applier takes ends the
+        read-ahead budget's count of what was gathered."""
+        loop = await self.ready_loop()
+
+        def taken(batch: Mapping[int, Sequence[RawRecord]]) -> None:
+            read_ahead.taken()
+            self.metrics.intake_bytes.observe(
+                sum(len(r.value) for records in batch.values() for r in records if r.value)
+            )
+
+        intake = Intake(loop, max_records=self.settings.batch_size, on_taken=taken)
+        intake.start().add_done_callback(self._applier_ended)
+        self.intake = intake
+        return intake
+
+    def _applier_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            # Nothing put from now on would be applied: say so where an
+            # operator looks (the agent stops at its next batch too).
+            self.failed = f"the worker's applier stopped: {type(error).__name__}"
+            log.error("the worker's applier stopped", exc_info=error)
+
+    async def close_intake(self) -> None:
+        """Finish the batch in flight (both stores' units of work end
+        committed), drop what waits, stop the applier."""
+        if self.intake is None:
+            return
+        if self.projector is not None:
+            self.projector.stop()
+        intake, self.intake = self.intake, None
+        await intake.close()
 
     async def update_lag(self) -> None:
         if self.loop is not None:
@@ -200,6 +242,8 @@ class Runtime:
     def readiness(self) -> tuple[bool, list[str]]:
         if self.loop is None:
             return False, ["stores not open yet"]
+        if self.failed is not None:
+            return False, [self.failed]
         health = self.loop.projector.health
         return health.ready, health.reasons()
 
@@ -294,23 +338,18 @@ def _add_agent(app: faust.App, topic: Any, runtime: Runtime, settings: Settings)
             return value
 
         stream.add_processor(admit)
-        async for events in stream.take_events(
-            settings.batch_size, within=settings.batch_wait_ms / 1000
-        ):
-            read_ahead.taken()
-            # SIGTERM cancels the agent: finish the batch in hand first, so
-            # both stores' units of work end committed, then stop. A batch
-            # whose stores keep failing is abandoned at its next backoff (its
-            # units of work have rolled back; the checkpoints fence the redo).
-            task = asyncio.ensure_future(runtime.process(events))
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                if runtime.projector is not None:
-                    runtime.projector.stop()
-                await task
-                raise
-            yield None
+        # The applier writes each batch while the next is gathered here; the
+        # batch in flight is never cancelled with the agent (SIGTERM): closing
+        # the intake lets it end committed, then stops.
+        intake = await runtime.open_intake(read_ahead)
+        try:
+            async for events in stream.take_events(
+                settings.batch_size, within=settings.batch_wait_ms / 1000
+            ):
+                await intake.put(runtime.records_of(events))
+                yield None
+        finally:
+            await runtime.close_intake()
 
     async def on_rebalance_complete(sender: Any, **kwargs: Any) -> None:
         await runtime.commit_positions()

@@ -114,14 +114,15 @@ class ReadAhead:
     """A byte budget on what the consumer has handed over but the loop has not
     taken yet (docs/design.md 7.2): the worker's intake admits each value here
     before it joins the batch being gathered, and waits while the values
-    admitted since the last batch would pass ``max_bytes``. The first value is
+    admitted since the applier last took a batch (streams.worker.intake) would
+    pass ``max_bytes``. The first value is
     always admitted, so one record over the budget still moves.
 
     Faust bounds its buffers by count only (its channel queue and the batch
     ``take_events`` gathers), which for maximum-size events is gigabytes; this
-    is what keeps the batch within bytes. ``taken`` is called as soon as a
-    batch is in hand: its values are the loop's from then on, so the budget
-    starts again from zero. Counting restarts rather than subtracts, so no
+    is what keeps the batch within bytes. ``taken`` is called as soon as the
+    applier takes a batch: its values are the loop's from then on, so the
+    budget starts again from zero. Counting restarts rather than subtracts, so no
     value dropped on its way (a rebalance clears Faust's queues) can leak
     budget and stall the intake.
     """

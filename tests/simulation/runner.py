@@ -30,6 +30,7 @@ from projections.admission import next_needed_offset
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
 from streams.worker.bounds import BatchBounds
+from streams.worker.intake import Intake, IntakeStopped
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
 from streams.worker.projector import Projector
@@ -76,6 +77,9 @@ class Knobs:
     fault_steps: int = 300
     stall_after: float = 5.0
     max_batch: int = 8
+    #: The most records a member's intake gathers while a batch is in flight
+    #: (each member draws its own bound up to this).
+    max_pending: int = 20
     max_chunk: int = 12
     max_delay: int = 4
     zombie_chance: float = 0.5
@@ -145,7 +149,12 @@ class Member:
             # in several, one after the other (streams.worker.bounds).
             bounds=SIM_BOUNDS,
         )
-        self.batch: asyncio.Task[None] | None = None
+        # Batches taken from the consumer are put here; its applier hands them
+        # to the loop, the next one gathered while one is in flight
+        # (streams.worker.intake), as the Faust agent does.
+        self.intake = Intake(self.loop, max_records=sim.rng.randint(1, sim.knobs.max_pending))
+        self.applier: asyncio.Task[None] | None = None
+        self.feeding: asyncio.Task[None] | None = None
         self.timer: asyncio.Task[None] | None = None
         self.recovery: asyncio.Task[None] | None = None
         #: A rebalance this member has not learned of yet (a zombie until then).
@@ -153,10 +162,12 @@ class Member:
         self.learns_at = 0
 
     def tasks(self) -> list[asyncio.Task[None]]:
-        return [t for t in (self.batch, self.timer, self.recovery) if t is not None]
+        tasks = (self.applier, self.feeding, self.timer, self.recovery)
+        return [t for t in tasks if t is not None]
 
     def busy(self) -> bool:
-        return any(not t.done() for t in self.tasks())
+        waiting = (self.feeding, self.timer, self.recovery)
+        return not self.intake.idle() or any(t is not None and not t.done() for t in waiting)
 
     def seeks(self) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -253,6 +264,10 @@ class Simulation:
         member.consumer.revoke_and_assign(partitions, generation)
 
         async def recover() -> None:
+            # streams.worker.app.Runtime.commit_positions
+            waiting = member.intake.pending
+            member.intake.retain(member.consumer.assigned())
+            self.report.faults["revoked_while_gathered"] += waiting - member.intake.pending
             await member.loop.on_assigned()
             member.consumer.perform_seek()
 
@@ -284,6 +299,8 @@ class Simulation:
             for task in member.tasks():
                 if task.done() and not task.cancelled():
                     exc = task.exception()
+                    if isinstance(exc, IntakeStopped) and isinstance(exc.__cause__, WorkerCrash):
+                        continue  # the agent learning that its applier died with the process
                     if exc is not None and not isinstance(exc, WorkerCrash):
                         raise self.fail(f"{member.name}'s task raised {exc!r}") from exc
             if member.wire.dead:
@@ -301,13 +318,19 @@ class Simulation:
             self.published += 1
 
     def take(self, member: Member, most: int) -> None:
-        if member.batch is not None and not member.batch.done():
+        """The agent: take what the consumer queued and put it into the
+        intake (one put at a time; a put waits while the intake is full)."""
+        if member.feeding is not None and not member.feeding.done():
             return
         if not member.consumer.flow_active:
             return
+        if member.applier is None:
+            member.applier = member.intake.start()
         batch = member.consumer.take_events(most)
+        if batch and member.intake.applying:
+            self.report.faults["gathered_while_applying"] += 1
         if batch:
-            member.batch = asyncio.ensure_future(member.loop.on_batch(batch))
+            member.feeding = asyncio.ensure_future(member.intake.put(batch))
 
     def tick(self, seconds: float) -> None:
         self.now += seconds
@@ -327,7 +350,10 @@ class Simulation:
         elif kind == "take":
             self.take(member, rng.randint(1, knobs.max_batch))
         elif kind == "run":
-            for _ in range(rng.randint(1, 20)):
+            # Mostly short runs, so that a batch is often still in flight when
+            # the next one is taken (the pipelined intake), sometimes long ones.
+            short = rng.random() < 0.6
+            for _ in range(rng.randint(1, 4) if short else rng.randint(1, 20)):
                 await asyncio.sleep(0)
         elif kind == "tick":
             self.tick(rng.uniform(0.5, 3.0))
@@ -381,8 +407,9 @@ class Simulation:
                 member.consumer.fetch(self.knobs.max_chunk)
                 member.consumer.deliver(self.knobs.max_chunk)
                 self.take(member, self.knobs.max_batch)
-                if member.batch is not None:
-                    await asyncio.gather(member.batch, return_exceptions=True)
+                if member.feeding is not None:
+                    await asyncio.gather(member.feeding, return_exceptions=True)
+                await member.intake.join()
             self.tick(1.0)
             for member in self.members:
                 if member.timer is not None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import streams.worker.projector as projector_module
+from streams.worker.intake import Intake
 from streams.worker.loop import WorkerLoop
 from streams.worker.projector import RawRecord
 from tests.simulation.runner import WEIGHTS, Knobs, SimulationFailure, simulate
@@ -138,3 +139,27 @@ def test_mutation_b_remembered_position_never_corrected_is_caught(
     monkeypatch.setattr(projector_module.Projector, "__init__", init)
     seed, failure = first_failure()
     assert "no quiescence" in failure or "differs from the oracle" in failure, (seed, failure)
+
+
+def test_mutation_f_pipeline_commits_what_it_gathered_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(f) The pipelined intake commits what it has gathered as soon as the
+    applier takes it (a sink's "fetched, so done"), before the stores hold it."""
+    original = Intake.__init__
+
+    class CommitFirst:
+        def __init__(self, loop: WorkerLoop) -> None:
+            self.loop = loop
+
+        async def on_batch(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
+            taken = {p: max(r.offset for r in rs) + 1 for p, rs in batch.items() if rs}
+            await self.loop.consumer.commit(taken)
+            await self.loop.on_batch(batch)
+
+    def init(self: Intake, handler: WorkerLoop, **kwargs: Any) -> None:
+        original(self, CommitFirst(handler), **kwargs)
+
+    monkeypatch.setattr(Intake, "__init__", init)
+    seed, failure = first_failure()
+    assert "docs/design.md 5.9" in failure, (seed, failure)

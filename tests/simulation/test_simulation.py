@@ -93,5 +93,12 @@ def test_the_worker_loop_converges_under_faults() -> None:
     )
     # Guard the schedule: a simulation that never crashes a worker, never
     # delivers after a seek or never fences a zombie would pass saying nothing.
-    for fault in ("crashes", "zombies", "late_seeks", "lost_commits", "transient_errors"):
+    for fault in (
+        "crashes",
+        "zombies",
+        "late_seeks",
+        "lost_commits",
+        "transient_errors",
+        "gathered_while_applying",
+    ):
         assert totals[fault] > 0, f"the schedule never injected {fault}: {dict(totals)}"

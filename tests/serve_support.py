@@ -104,7 +104,7 @@ def calls(dimension: int) -> list[Call]:
         Call("GET", f"/relationships/{engine}", {"direction": "in"}),
         Call("POST", "/search", json={"text": "Lovelace", "limit": 3}),
         Call("POST", "/search", json={"vector": [0.1] * dimension, "limit": 2, "offset": 1}),
-        Call("GET", "/position", {"offset": 0, "partition": 0}),
+        Call("GET", "/position", {"offset": 0}),
     ]
 
 

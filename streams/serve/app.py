@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
+import pydantic
 from fastapi import Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -216,6 +217,14 @@ def _add_error_handlers(app: FastAPI) -> None:
         # id or type outside the contract) with a ValueError.
         return error_response(400, "invalid_request", str(exc)[:2000])
 
+    async def unexpected_model_error(request: Request, exc: Exception) -> Response:
+        # A pydantic ValidationError is a ValueError, but one raised here was
+        # not about the request (FastAPI reports those as
+        # RequestValidationError): the API failed to build its own answer
+        # from what a store returned. That is a server fault, not a 400.
+        log.error("the API could not build its answer", exc_info=exc)
+        return error_response(500, "internal", "the API could not build its answer")
+
     async def isolation(request: Request, exc: Exception) -> Response:
         # A store returned another tenant's record: the adapter refused to hand
         # it over (docs/adr/0013-tenant-isolation.md), and so does the API.
@@ -237,6 +246,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(DimensionMismatchError, value_error)
     app.add_exception_handler(ValueError, value_error)
+    app.add_exception_handler(pydantic.ValidationError, unexpected_model_error)
     app.add_exception_handler(TenantIsolationError, isolation)
     app.add_exception_handler(AliasCycleError, corrupt)
     for transient in TRANSIENT_ERRORS:

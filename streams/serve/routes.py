@@ -280,8 +280,18 @@ async def position(
     context = context_of(request)
     stores = context.stores()
     settings = context.settings
+    own = partition_for(tenant, settings.partitions)
     if partition is None:
-        partition = partition_for(tenant, settings.partitions)
+        partition = own
+    elif partition != own:
+        # Another partition's checkpoints are other tenants' progress, and
+        # none of this tenant's events is there to wait for.
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"this tenant's events are on partition {own} of {settings.topic}, "
+            f"not {partition} (REDSTRING_PARTITIONS is {settings.partitions})",
+        )
     stream = StreamPartition(settings.topic, partition)
     ledgers: list[ProjectionLedger] = [stores.graph, stores.vector]
     if offset is not None:

@@ -468,3 +468,44 @@ async def test_jwks_keys_verify_tokens_by_kid(jwks_server: tuple[str, Any]) -> N
     with pytest.raises(InvalidTokenError) as caught:
         await verifier.tenant_of(f"Bearer {forged}")
     assert caught.value.reason == "signature"
+
+
+async def test_position_refuses_a_partition_that_is_not_the_tenants(
+    client: httpx.AsyncClient,
+) -> None:
+    from streams.kafka.partitioning import partition_for
+
+    auth = bearer(token(A))
+    mine = partition_for(A, 3)
+    other = (mine + 1) % 3
+    refused = await client.get(
+        "/v1/tenants/acme/position", params={"partition": other}, headers=auth
+    )
+    assert refused.status_code == 400
+    assert f"partition {mine}" in refused.json()["error"]["message"]
+    same = await client.get("/v1/tenants/acme/position", params={"partition": mine}, headers=auth)
+    assert same.status_code == 200 and same.json()["partition"] == mine
+
+
+async def test_an_answer_the_api_cannot_build_is_a_500_not_a_400(
+    client: httpx.AsyncClient, readers: Readers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store's value that the response model refuses is the server's fault:
+    pydantic's ValidationError is a ValueError, which would otherwise answer
+    400 as if the request were wrong."""
+    from pydantic import BaseModel
+
+    class Strict(BaseModel):
+        n: int
+
+    async def odd(*args: Any) -> None:
+        Strict.model_validate({"n": "not a number"})
+
+    monkeypatch.setattr(readers.graph, "get_entity", odd)
+    answer = await client.get("/v1/tenants/acme/entities/ada", headers=auth_for_a())
+    assert answer.status_code == 500
+    assert answer.json()["error"]["code"] == "internal"
+
+
+def auth_for_a() -> dict[str, str]:
+    return bearer(token(A))

@@ -215,7 +215,17 @@ class Publisher(ClosingContext):
                 positions = await publisher.publish_many([first, second])
             ```
         """
-        pending = [(event, *self._send(event)) for event in events]
+        pending: list[tuple[Event, asyncio.Future[Position], trace.Span]] = []
+        try:
+            for event in events:
+                pending.append((event, *self._send(event)))
+        except BaseException:
+            # The events queued before the one that could not be are still
+            # delivered: wait for them, so that their spans end, then say why.
+            await asyncio.gather(
+                *(self._settle(e, f, s) for e, f, s in pending), return_exceptions=True
+            )
+            raise
         return list(await asyncio.gather(*(self._settle(e, f, s) for e, f, s in pending)))
 
     def flush(self, timeout: float = 30.0) -> int:

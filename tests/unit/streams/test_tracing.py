@@ -264,3 +264,32 @@ def test_the_worker_refuses_tracing_it_cannot_do_in_one_line(
     assert result.exit_code == 2, result.output
     assert named in result.output and "Traceback" not in result.output
     assert isinstance(result.exception, SystemExit)
+
+
+async def test_a_batch_that_fails_partway_ends_the_spans_of_what_it_sent(
+    spans: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """publish_many queues every event before awaiting any: when the third
+    cannot be queued, the first two are still delivered, and their send spans
+    end (a span never ended is never exported: the trace would lose them)."""
+    provider, exporter = spans
+    original = FakeProducer.send
+
+    def full_on_third(self: FakeProducer, *args: Any) -> asyncio.Future[Position]:
+        if len(self.records) == 2:
+            raise BufferError("queue full")
+        return original(self, *args)
+
+    monkeypatch.setattr(FakeProducer, "send", full_on_third)
+    pub = Publisher(Settings(), topic="events", tracer_provider=provider)
+    events = [extraction(TENANT, (f"e{i}", NAMES[0])) for i in range(4)]
+    with pytest.raises(BufferError):
+        await pub.publish_many(events)
+    sends = [s for s in exporter.get_finished_spans() if s.name == "send events"]
+    assert len(sends) == 3  # two delivered, and the one refused
+    delivered = sorted(
+        s.attributes["messaging.kafka.offset"]
+        for s in sends
+        if s.attributes and "messaging.kafka.offset" in s.attributes
+    )
+    assert delivered == [0, 1]

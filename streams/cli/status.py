@@ -64,24 +64,30 @@ async def _once(settings: Settings, output: Format) -> None:
 
 
 async def _watch(settings: Settings, output: Format, interval: float) -> None:
+    from streams.kafka.topics import TopicClients
     from streams.ops.status import read_status, throughput
 
-    async with _stores(settings) as stores:
-        before = None
-        while True:
-            status = await read_status(settings, stores)
-            rates = None if before is None else throughput(before, status)
-            if output == "json":
-                print_json(document(status, rates), compact=True)
-            else:
-                click.clear()
-                click.echo(
-                    f"{status.topic} (group {status.group_id}), every {interval:g}s; "
-                    "Ctrl-C to stop\n"
-                )
-                _table(status, rates if rates is not None else {})
-            before = status
-            await pause(interval)
+    # One pair of Kafka clients for every reading, not a new pair per tick.
+    clients = await asyncio.to_thread(TopicClients, settings)
+    try:
+        async with _stores(settings) as stores:
+            before = None
+            while True:
+                status = await read_status(settings, stores, clients)
+                rates = None if before is None else throughput(before, status)
+                if output == "json":
+                    print_json(document(status, rates), compact=True)
+                else:
+                    click.clear()
+                    click.echo(
+                        f"{status.topic} (group {status.group_id}), every {interval:g}s; "
+                        "Ctrl-C to stop\n"
+                    )
+                    _table(status, rates if rates is not None else {})
+                before = status
+                await pause(interval)
+    finally:
+        await asyncio.to_thread(clients.close)
 
 
 @asynccontextmanager

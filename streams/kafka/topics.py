@@ -141,9 +141,27 @@ def _wait_until_described(admin: Any, names: list[str], within: float = 15.0) ->
             time.sleep(0.2)
 
 
-def describe_topic(settings: Settings, name: str | None = None) -> TopicInfo:
+class TopicClients:
+    """An admin client and a consumer kept for repeated readings of a topic
+    (``redstring status --watch``), instead of a new pair, with its broker
+    connections, on every reading. The consumer carries the group's id, for
+    its committed offsets; it never subscribes, so it never joins the group."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.admin = admin_client(settings)
+        self.consumer = Consumer({**librdkafka_config(settings), "group.id": settings.group_id})
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def describe_topic(
+    settings: Settings, name: str | None = None, *, clients: TopicClients | None = None
+) -> TopicInfo:
+    """The topic's id, partitions with their log start and end, and retention;
+    ``clients``: reuse these instead of opening (and closing) a pair."""
     topic = name or settings.topic
-    admin = admin_client(settings)
+    admin = clients.admin if clients is not None else admin_client(settings)
     future = admin.describe_topics(TopicCollection([topic]), request_timeout=30)[topic]
     try:
         description: Any = admin.result(future)
@@ -155,14 +173,19 @@ def describe_topic(settings: Settings, name: str | None = None) -> TopicInfo:
                 "create it with `redstring topics create` (topics are never auto-created)"
             ) from None
         raise TopicError(f"could not describe topic {topic!r}: {error.str()}") from None
-    consumer = Consumer({**librdkafka_config(settings), "group.id": "redstring-describe"})
+    consumer = (
+        clients.consumer
+        if clients is not None
+        else Consumer({**librdkafka_config(settings), "group.id": "redstring-describe"})
+    )
     try:
         parts = []
         for p in sorted(description.partitions, key=lambda p: p.id):
             low, high = _watermarks(consumer, TopicPartition(topic, p.id))
             parts.append(PartitionInfo(p.id, low, high))
     finally:
-        consumer.close()
+        if clients is None:
+            consumer.close()
     configs = admin.describe_configs([_resource(topic)])
     retention = "unknown"
     for res_future in configs.values():

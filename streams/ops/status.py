@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from contracts.domain import StreamPartition
 from streams.kafka.config import librdkafka_config
-from streams.kafka.topics import TopicInfo, describe_topic
+from streams.kafka.topics import TopicClients, TopicInfo, describe_topic
 from streams.settings import Settings
 from streams.wiring import Stores
 
@@ -56,10 +57,16 @@ class Throughput:
     applied: float
 
 
-def committed_offsets(settings: Settings, info: TopicInfo) -> dict[int, int]:
+def committed_offsets(
+    settings: Settings, info: TopicInfo, clients: TopicClients | None = None
+) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({**librdkafka_config(settings), "group.id": settings.group_id})
+    consumer = (
+        clients.consumer
+        if clients is not None
+        else Consumer({**librdkafka_config(settings), "group.id": settings.group_id})
+    )
     try:
         return {
             tp.partition: tp.offset
@@ -68,7 +75,8 @@ def committed_offsets(settings: Settings, info: TopicInfo) -> dict[int, int]:
             )
         }
     finally:
-        consumer.close()
+        if clients is None:
+            consumer.close()
 
 
 async def partition_status(
@@ -100,11 +108,14 @@ async def partition_status(
     return rows
 
 
-async def read_status(settings: Settings, stores: Stores) -> Status:
+async def read_status(
+    settings: Settings, stores: Stores, clients: TopicClients | None = None
+) -> Status:
     """One reading of the events topic: Kafka's side (log ends, the group's
-    commits) first, so that a store read after it is never behind what it saw."""
-    info = await asyncio.to_thread(describe_topic, settings)
-    committed = await asyncio.to_thread(committed_offsets, settings, info)
+    commits) first, so that a store read after it is never behind what it saw.
+    ``clients``: Kafka clients kept between readings (``--watch``)."""
+    info = await asyncio.to_thread(partial(describe_topic, settings, clients=clients))
+    committed = await asyncio.to_thread(committed_offsets, settings, info, clients)
     rows = await partition_status(stores, info, committed)
     return Status(info.name, info.topic_id, settings.group_id, rows, time.monotonic())
 

@@ -64,8 +64,10 @@ def memory_stores(stores: Any, monkeypatch: pytest.MonkeyPatch) -> Stores:
 
 @pytest.fixture
 def kafka_status(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(status, "describe_topic", lambda settings: INFO)
-    monkeypatch.setattr(status, "committed_offsets", lambda settings, info: {0: 2, 1: -1001})
+    monkeypatch.setattr(status, "describe_topic", lambda settings, clients=None: INFO)
+    monkeypatch.setattr(
+        status, "committed_offsets", lambda settings, info, clients=None: {0: 2, 1: -1001}
+    )
 
 
 @pytest.mark.usefixtures("memory_stores", "kafka_status")
@@ -246,11 +248,25 @@ def test_watch_redraws_with_rates_until_ctrl_c(
     from streams.cli import status as command
 
     ends = iter([5, 9, 13])
-    monkeypatch.setattr(
-        status,
-        "describe_topic",
-        lambda settings: TopicInfo("events", "tid", [PartitionInfo(0, 0, next(ends))], "-1"),
-    )
+    made: list[object] = []
+    closed: list[object] = []
+    used: list[object] = []
+
+    class Clients:
+        """streams.kafka.topics.TopicClients without a broker."""
+
+        def __init__(self, settings: Any) -> None:
+            made.append(self)
+
+        def close(self) -> None:
+            closed.append(self)
+
+    def describe(settings: Any, clients: Any = None) -> TopicInfo:
+        used.append(clients)
+        return TopicInfo("events", "tid", [PartitionInfo(0, 0, next(ends))], "-1")
+
+    monkeypatch.setattr("streams.kafka.topics.TopicClients", Clients)
+    monkeypatch.setattr(status, "describe_topic", describe)
     waits: list[float] = []
 
     async def pause(seconds: float) -> None:
@@ -263,6 +279,8 @@ def test_watch_redraws_with_rates_until_ctrl_c(
     monkeypatch.setattr("click.clear", lambda: cleared.append(None))
     result = run("status", "--watch", "--interval", "0.5", "-o", output)
     assert waits == [0.5, 0.5, 0.5]
+    # One pair of Kafka clients for every reading, closed at Ctrl-C.
+    assert len(made) == 1 and used == made * 3 and closed == made
     if output == "json":
         readings = [json.loads(line) for line in result.stdout.splitlines()]
         rates = [r["partitions"][0]["throughput"] for r in readings]

@@ -37,7 +37,7 @@ from contracts.errors import (
 )
 from contracts.events import EntitiesMergedEvent, EntitiesUnmergedEvent
 from contracts.ids import EventId, TenantId
-from contracts.ports.ledger import ProjectionLedger
+from contracts.ports.ledger import ProjectionLedger, TenantLedgerReads
 from projections import controls
 from projections.admission import Admission, Verdict, next_needed_offset
 from projections.batch import (
@@ -245,7 +245,8 @@ class Fold(abc.ABC, Generic[U]):
                 if seat is not None:
                     seat.enter(segment.offsets)
                 original = dict(admission.markers)
-                admitted = await self._admit(uow, admission, segment.records, tally)
+                applied = await _read_tenants(uow, admission, segment.records)
+                admitted = await self._admit(uow, admission, segment.records, tally, applied)
                 await self._write(uow, admitted, tally)
                 tally.applied += len(admitted)
                 await self._record_applied(uow, admitted)
@@ -259,7 +260,12 @@ class Fold(abc.ABC, Generic[U]):
         return Step(tally, admission.next_needed())
 
     async def _admit(
-        self, uow: U, admission: Admission, records: Sequence[LogRecord], tally: Tally
+        self,
+        uow: U,
+        admission: Admission,
+        records: Sequence[LogRecord],
+        tally: Tally,
+        applied: dict[TenantId, set[EventId]] | None = None,
     ) -> list[Admitted]:
         """Admission and event-id deduplication for a run of records, in order."""
         admitted: list[Admitted] = []
@@ -273,15 +279,28 @@ class Fold(abc.ABC, Generic[U]):
                 admitted.append(Admitted(record.offset, record.event))
             else:
                 tally.skipped += 1
-        return await self._deduplicate(uow, admitted, tally)
+        return await self._deduplicate(uow, admitted, tally, applied)
 
-    async def _deduplicate(self, uow: U, admitted: list[Admitted], tally: Tally) -> list[Admitted]:
+    async def _deduplicate(
+        self,
+        uow: U,
+        admitted: list[Admitted],
+        tally: Tally,
+        applied: dict[TenantId, set[EventId]] | None = None,
+    ) -> list[Admitted]:
+        """``applied``: what ``_read_tenants`` read of every event of the
+        segment, when the store reads it at once; else it is asked here."""
         by_tenant: dict[TenantId, list[EventId]] = {}
         for item in admitted:
             by_tenant.setdefault(item.event.tenant, []).append(EventId(str(item.event.event_id)))
-        seen: dict[TenantId, set[EventId]] = {
-            tenant: await uow.applied_event_ids(tenant, ids) for tenant, ids in by_tenant.items()
-        }
+        seen: dict[TenantId, set[EventId]]
+        if applied is not None:
+            seen = {tenant: applied[tenant] & set(ids) for tenant, ids in by_tenant.items()}
+        else:
+            seen = {
+                tenant: await uow.applied_event_ids(tenant, ids)
+                for tenant, ids in by_tenant.items()
+            }
         fresh: list[Admitted] = []
         for item in admitted:
             event_id = EventId(str(item.event.event_id))
@@ -331,6 +350,30 @@ class Fold(abc.ABC, Generic[U]):
             original = dict(admission.markers)
             admission.scanned(offset)
             await admission.persist(uow, original)
+
+
+async def _read_tenants(
+    uow: ProjectionLedger, admission: Admission, records: Sequence[LogRecord]
+) -> dict[TenantId, set[EventId]] | None:
+    """A store that reads several tenants' ledgers at once
+    (``TenantLedgerReads``) is asked once for the tombstone and the applied
+    ids of every tenant and event of the segment: what admission and event-id
+    deduplication would otherwise ask tenant by tenant, in the same unit of
+    work. The tombstones go to ``admission``; the applied ids are returned
+    (None when the store reads tenant by tenant)."""
+    if not isinstance(uow, TenantLedgerReads):
+        return None
+    wanted: dict[TenantId, list[EventId]] = {}
+    for record in records:
+        tenant = tenant_of(record)
+        if tenant is not None:
+            ids = wanted.setdefault(tenant, [])
+            if record.event is not None:
+                ids.append(EventId(str(record.event.event_id)))
+    found = await uow.tenant_ledgers(wanted)
+    for tenant, (stone, _) in found.items():
+        admission.tombstones.setdefault(tenant, stone)
+    return {tenant: ids for tenant, (_, ids) in found.items()}
 
 
 def _settle(

@@ -9,7 +9,7 @@ same database, so a unit of work commits them with the effects they describe.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +19,7 @@ from adapters.neo4j import ledger_cypher as q
 from adapters.neo4j.rows import marker_from, partition_params
 from adapters.neo4j.runner import Blame, Runner
 from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
+from contracts.errors import TenantIsolationError
 from contracts.ids import EventId, TenantId
 from contracts.ids import tenant_id as valid_tenant
 from contracts.ports.ledger import NO_CHECKPOINT
@@ -230,14 +231,32 @@ class Neo4jLedger:
 
     async def erasure_tombstone(self, tenant_id: TenantId) -> ErasureTombstone | None:
         records = await self._read(q.ERASURE_TOMBSTONE, {"tenant": tenant_id}, "tombstone")
-        if not records:
-            return None
-        stored = records[0]["t"]
-        return ErasureTombstone(
-            TenantId(stored["tenant_id"]),
-            StreamPartition(stored["topic"], stored["partition"], stored["topic_id"]),
-            stored["offset"],
-        )
+        return _tombstone(records[0]["t"]) if records else None
+
+    async def tenant_ledgers(
+        self, wanted: Mapping[TenantId, Sequence[EventId]]
+    ) -> dict[TenantId, tuple[ErasureTombstone | None, set[EventId]]]:
+        """``erasure_tombstone`` and ``applied_event_ids`` of every tenant of
+        ``wanted``, in one statement (contracts.ports.ledger.TenantLedgerReads)."""
+        asked = {tenant: sorted(set(ids)) for tenant, ids in wanted.items()}
+        if not asked:
+            return {}
+        rows = []
+        for tenant, ids in sorted(asked.items()):
+            buffered = self._locked.applied_of(tenant, ids) if self._locked is not None else set()
+            rows.append(
+                {"tenant": valid_tenant(tenant), "ids": [i for i in ids if i not in buffered]}
+            )
+        records = await self._read(q.TENANT_LEDGERS, {"tenants": rows}, "tenant_ledgers")
+        found: dict[TenantId, tuple[ErasureTombstone | None, set[EventId]]] = {}
+        for record in records:
+            tenant = TenantId(record["tenant"])
+            stone = _tombstone(record["stone"]) if record["stone"] is not None else None
+            if stone is not None and stone.tenant_id != tenant:
+                raise TenantIsolationError(tenant, stone.tenant_id, "neo4j.ledger.tenant_ledgers")
+            buffered = self._locked.applied_of(tenant, asked[tenant]) if self._locked else set()
+            found[tenant] = (stone, buffered | {EventId(i) for i in record["applied"]})
+        return found
 
     async def put_erasure_tombstone(self, tombstone: ErasureTombstone) -> None:
         params = {
@@ -311,3 +330,11 @@ class Neo4jLedger:
 
 def _topic_key(record: Any) -> tuple[str, int]:
     return (record["topic"], record["partition"])
+
+
+def _tombstone(stored: dict[str, Any]) -> ErasureTombstone:
+    return ErasureTombstone(
+        TenantId(stored["tenant_id"]),
+        StreamPartition(stored["topic"], stored["partition"], stored["topic_id"]),
+        stored["offset"],
+    )

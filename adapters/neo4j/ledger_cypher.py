@@ -115,6 +115,19 @@ MATCH (a:AppliedEvent {tenant_id: $tenant, event_id: id})
 RETURN a.event_id AS id
 """
 
+#: ``ERASURE_TOMBSTONE`` and ``APPLIED_EVENT_IDS`` for several tenants
+#: (``$tenants``: maps of tenant and ids) in one statement.
+TENANT_LEDGERS: Final = """
+UNWIND $tenants AS t
+OPTIONAL MATCH (s:ErasureTombstone {tenant_id: t.tenant})
+RETURN t.tenant AS tenant, properties(s) AS stone,
+       COLLECT {
+         UNWIND t.ids AS id
+         MATCH (a:AppliedEvent {tenant_id: t.tenant, event_id: id})
+         RETURN a.event_id
+       } AS applied
+"""
+
 RECORD_APPLIED_EVENTS: Final = """
 UNWIND $ids AS id
 MERGE (a:AppliedEvent {tenant_id: $tenant, event_id: id})

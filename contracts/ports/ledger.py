@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -89,4 +89,21 @@ class ProjectionLedger(Protocol):
         at ``offset``. Idempotent: the first record of an id is kept. Kept apart
         from the applied-event ids: neither ``forget_applied_events``,
         ``expire_applied_events`` nor a tenant deletion removes it."""
+        ...
+
+
+@runtime_checkable
+class TenantLedgerReads(Protocol):
+    """What a unit of work may offer besides ``ProjectionLedger``: the erasure
+    tombstone and the applied ids of several tenants at once, as
+    ``erasure_tombstone`` and ``applied_event_ids`` would answer them, so that
+    a fold asks once per unit of work instead of twice per tenant (measured by
+    bench/neo4j_profile.py; ADR 0004). A store without it is asked tenant by
+    tenant."""
+
+    async def tenant_ledgers(
+        self, wanted: Mapping[TenantId, Sequence[EventId]]
+    ) -> dict[TenantId, tuple[ErasureTombstone | None, set[EventId]]]:
+        """For each tenant of ``wanted``: its tombstone and which of its ids
+        this store has already applied."""
         ...

@@ -12,7 +12,9 @@ rows in the shared database.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,8 +22,9 @@ import pytest
 from adapters.compliance.graph_store import GraphStoreCompliance
 from adapters.compliance.ledger import LedgerCompliance
 from adapters.neo4j import Neo4jGraphStore
-from contracts.domain import Entity
-from contracts.ids import EntityId, TenantId
+from contracts.domain import Entity, ErasureTombstone, StreamPartition
+from contracts.ids import EntityId, EventId, TenantId
+from contracts.ports.ledger import TenantLedgerReads
 from tests.services import Neo4jConfig
 
 pytestmark = pytest.mark.services
@@ -50,3 +53,35 @@ class TestNeo4jGraphLedger(LedgerCompliance):
 
     async def has_tenant_fact(self, store: Any, tenant: TenantId) -> bool:
         return await store.get_entity(tenant, EntityId("fact")) is not None
+
+
+async def test_a_unit_of_work_reads_several_tenants_ledgers_as_one_by_one(
+    neo4j_store: Neo4jGraphStore,
+) -> None:
+    """``tenant_ledgers`` answers what ``erasure_tombstone`` and
+    ``applied_event_ids`` answer for each tenant, ids recorded earlier in the
+    unit of work included (contracts.ports.ledger.TenantLedgerReads)."""
+    erased, live = TenantId(f"tl-{uuid.uuid4().hex[:8]}"), TenantId(f"tl-{uuid.uuid4().hex[:8]}")
+    partition = StreamPartition(f"tl-{uuid.uuid4().hex[:8]}", 0, "topic-id")
+    now = datetime.now(UTC)
+    await neo4j_store.put_erasure_tombstone(ErasureTombstone(erased, partition, 41))
+    await neo4j_store.record_applied_events(erased, [EventId("e1"), EventId("e5")], now)
+    await neo4j_store.record_applied_events(live, [EventId("e2")], now)
+    async with neo4j_store.unit_of_work(partition) as uow:
+        await uow.record_applied_events(live, [EventId("e9")], now)
+        assert isinstance(uow, TenantLedgerReads)
+        wanted = {
+            erased: [EventId("e1"), EventId("e3"), EventId("e1")],
+            live: [EventId("e2"), EventId("e9"), EventId("e1")],
+            TenantId(f"tl-{uuid.uuid4().hex[:8]}"): [],
+        }
+        found = await uow.tenant_ledgers(wanted)
+        one_by_one = {
+            tenant: (await uow.erasure_tombstone(tenant), await uow.applied_event_ids(tenant, ids))
+            for tenant, ids in wanted.items()
+        }
+        assert found == one_by_one
+        assert found[erased] == (ErasureTombstone(erased, partition, 41), {"e1"})
+        assert found[live] == (None, {"e2", "e9"})
+    for tenant in (erased, live):
+        await neo4j_store.forget_applied_events(tenant)

@@ -96,11 +96,19 @@ class Namespaced:
             for param, value in bound.arguments.items():
                 if param == "tenant_id":
                     bound.arguments[param] = names.inward(value)
+                elif name == "tenant_ledgers":
+                    # Keyed by tenant id (contracts.ports.ledger.TenantLedgerReads).
+                    bound.arguments[param] = {names.inward(t): ids for t, ids in value.items()}
                 else:
                     bound.arguments[param] = names.value(value, names.inward)
             result = await target(*bound.args, **bound.kwargs)
             if name == "checkpoints":
                 return names.checkpoint_keys(result)
+            if name == "tenant_ledgers":
+                return {
+                    names.outward(t): names.value(found, names.outward)
+                    for t, found in result.items()
+                }
             return names.value(result, names.outward)
 
         return renamed

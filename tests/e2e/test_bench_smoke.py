@@ -74,8 +74,12 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
     assert report["growth"]["ratio"] > 0 and report["growth"]["steps"] >= 1
     for side in report["sides"]:
         if side["name"] in ("redstring 2w", "capacity"):
-            held = sorted(p for h in side["assignment"] for p in h)
-            assert held == list(range(12 if side["name"] == "redstring 2w" else 6))
+            # What each worker held when it last logged an assignment: at this
+            # size the group may still be rebalancing when the log is done, so
+            # a worker's last assignment can be the whole topic.
+            held = {p for h in side["assignment"] for p in h}
+            assert held == set(range(12 if side["name"] == "redstring 2w" else 6))
+            assert len(side["assignment"]) == len(side["peak_rss_mb"])
     levels = report["latency_ms"]
     assert sorted(levels, key=float) == ["0.25", "0.5", "0.9"]
     offered = [levels[k]["offered_per_s"] for k in ("0.25", "0.5", "0.9")]

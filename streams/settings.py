@@ -141,6 +141,13 @@ class Settings(BaseSettings):
         "handed over once it holds this many, and the consumer's queue holds at most as many "
         "maximum-size events (so at most about twice this is read but not yet applied).",
     )
+    apply_max_bytes: int = Field(
+        16_000_000,
+        ge=MAX_EVENT_BYTES,
+        description="Bytes of Kafka values being decoded and applied at once, across all of a "
+        "worker's partitions (a decoded event takes about five times its value's bytes); a "
+        "sub-batch waits while those in flight would pass this, unless none is in flight.",
+    )
     batch_max_entities: int = Field(
         20_000,
         ge=MAX_ENTITIES_PER_DOCUMENT,

@@ -19,21 +19,56 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from streams.settings import Settings
 from streams.worker.projector import Decision, RawRecord
 
 
+class InFlight:
+    """A byte budget on the values of the sub-batches being applied at once,
+    across partitions (docs/adr/0009-read-ahead-by-bytes.md).
+
+    The sub-batch bounds hold per partition, but the loop applies a batch's
+    partitions concurrently, and a decoded event takes about five times its
+    value's bytes (each embedding component is a Python float: 32 bytes for
+    the 10-20 a JSON number takes). Without this, a batch of
+    REDSTRING_READ_AHEAD_BYTES over twelve partitions was all decoded at once.
+    A sub-batch waits while those already in flight would pass ``max_bytes``
+    with it; when nothing is in flight it always goes, so a sub-batch over
+    the budget alone still moves, and sub-batches never wait for each other
+    in a cycle (a partition holds at most one at a time).
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def acquire(self, size: int) -> None:
+        while self.held > 0 and self.held + size > self.max_bytes:
+            self._room.clear()
+            await self._room.wait()
+        self.held += size
+
+    def release(self, size: int) -> None:
+        self.held -= size
+        self._room.set()
+
+
 @dataclass(frozen=True, slots=True)
 class BatchBounds:
     """At most this many records, bytes of values and entities per sub-batch
-    (None: unbounded). A record over a bound alone is a sub-batch of its own."""
+    (None: unbounded). A record over a bound alone is a sub-batch of its own.
+    ``in_flight``: the budget the sub-batches of every partition share while
+    they are applied (None: none); it does not change how a batch is cut."""
 
     max_records: int | None = None
     max_bytes: int | None = None
     max_entities: int | None = None
+    in_flight: InFlight | None = field(default=None, compare=False)
 
 
 UNBOUNDED = BatchBounds()
@@ -41,12 +76,18 @@ UNBOUNDED = BatchBounds()
 
 def batch_bounds(settings: Settings) -> BatchBounds:
     """The sub-batch bounds REDSTRING_BATCH_SIZE, _BATCH_MAX_BYTES and
-    _BATCH_MAX_ENTITIES give."""
+    _BATCH_MAX_ENTITIES give, and the budget REDSTRING_APPLY_MAX_BYTES gives
+    all partitions' sub-batches in flight (one per worker: call once)."""
     return BatchBounds(
         max_records=settings.batch_size,
         max_bytes=settings.batch_max_bytes,
         max_entities=settings.batch_max_entities,
+        in_flight=InFlight(settings.apply_max_bytes),
     )
+
+
+def values_size(records: Sequence[RawRecord]) -> int:
+    return sum(len(record.value) for record in records if record.value)
 
 
 def entity_bound(value: bytes | None) -> int:
@@ -97,17 +138,30 @@ async def handle_bounded(
     one (a later commit covers an earlier), else the first other decision."""
     parts = sub_batches(records, bounds)
     if len(parts) <= 1:
-        return await projector.handle(partition, records)
+        return await _handle_within(projector, partition, records, bounds.in_flight)
     decision = Decision()
     applied = 0
     for part in parts:
-        decision = await projector.handle(partition, part)
+        decision = await _handle_within(projector, partition, part, bounds.in_flight)
         applied += decision.applied
         if decision.commit is None:
             break
     return Decision(
         commit=decision.commit, seek=decision.seek, pause=decision.pause, applied=applied
     )
+
+
+async def _handle_within(
+    projector: Handler, partition: int, records: Sequence[RawRecord], in_flight: InFlight | None
+) -> Decision:
+    if in_flight is None:
+        return await projector.handle(partition, records)
+    size = values_size(records)
+    await in_flight.acquire(size)
+    try:
+        return await projector.handle(partition, records)
+    finally:
+        in_flight.release(size)
 
 
 class ReadAhead:

@@ -22,7 +22,14 @@ from projections.driver import drive
 from projections.graph import GraphProjection
 from projections.records import LogRecord
 from projections.vector import VectorProjection
-from streams.worker.bounds import BatchBounds, ReadAhead, entity_bound, handle_bounded, sub_batches
+from streams.worker.bounds import (
+    BatchBounds,
+    InFlight,
+    ReadAhead,
+    entity_bound,
+    handle_bounded,
+    sub_batches,
+)
 from streams.worker.decode import decode
 from streams.worker.projector import Decision, RawRecord
 
@@ -102,6 +109,58 @@ async def test_a_seek_or_a_pause_drops_the_rest_of_the_batch() -> None:
         assert projector.handed == [[0, 1], [2, 3]]
         assert (decision.seek, decision.pause) == (stop.seek, stop.pause)
         assert decision.applied == 2 + stop.applied
+
+
+class SlowProjector:
+    """Applies each sub-batch over a drawn number of scheduler turns, and
+    records the bytes of values in flight across partitions."""
+
+    def __init__(self, turns: Sequence[int]) -> None:
+        self.turns = turns
+        self.calls = 0
+        self.in_flight = 0
+        self.most = 0
+        self.handed: dict[int, list[int]] = {}
+
+    async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
+        size = sum(len(r.value or b"") for r in records)
+        self.in_flight += size
+        self.most = max(self.most, self.in_flight)
+        self.calls += 1
+        for _ in range(self.turns[self.calls % len(self.turns)]):
+            await asyncio.sleep(0)
+        self.in_flight -= size
+        self.handed.setdefault(partition, []).extend(r.offset for r in records)
+        return Decision(commit=records[-1].offset + 1, applied=len(records))
+
+
+@given(
+    st.lists(st.lists(st.integers(1, 60), min_size=1, max_size=12), min_size=1, max_size=8),
+    st.lists(st.integers(0, 4), min_size=1, max_size=10),
+)
+def test_partitions_applied_at_once_share_the_in_flight_budget(
+    partitions: list[list[int]], turns: list[int]
+) -> None:
+    bounds = BatchBounds(max_bytes=50, in_flight=InFlight(100))
+    batch = {
+        p: [raw(o, size) for o, size in enumerate(sizes)] for p, sizes in enumerate(partitions)
+    }
+    projector = SlowProjector(turns)
+
+    async def run() -> list[Decision]:
+        # As the loop applies a batch: every partition at once.
+        return await asyncio.gather(
+            *(handle_bounded(projector, p, records, bounds) for p, records in batch.items())
+        )
+
+    decisions = asyncio.run(asyncio.wait_for(run(), 10))
+    largest = max(size for sizes in partitions for size in sizes)
+    # Over the budget only by a sub-batch over it alone.
+    assert projector.most <= max(100, largest)
+    for p, records in batch.items():
+        assert projector.handed.get(p, []) == [r.offset for r in records]
+        assert decisions[p].applied == len(records)
+    assert bounds.in_flight is not None and bounds.in_flight.held == 0
 
 
 def document(entities: int, keys: int = 0, rels: int = 0) -> bytes:

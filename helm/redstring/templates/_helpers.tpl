@@ -109,6 +109,7 @@ REDSTRING_BATCH_SIZE: {{ .Values.projection.batchSize | quote }}
 REDSTRING_BATCH_WAIT_MS: {{ .Values.projection.batchWaitMs | quote }}
 REDSTRING_BATCH_MAX_BYTES: {{ .Values.projection.batchMaxBytes | int64 | quote }}
 REDSTRING_READ_AHEAD_BYTES: {{ .Values.projection.readAheadBytes | int64 | quote }}
+REDSTRING_APPLY_MAX_BYTES: {{ .Values.projection.applyMaxBytes | int64 | quote }}
 REDSTRING_BATCH_MAX_ENTITIES: {{ .Values.projection.batchMaxEntities | int64 | quote }}
 REDSTRING_WRITE_CHUNK_ENTITIES: {{ .Values.projection.writeChunkEntities | int64 | quote }}
 REDSTRING_MAX_ENTITIES_PER_EVENT: {{ .Values.projection.maxEntitiesPerEvent | int64 | quote }}

@@ -804,12 +804,17 @@ class Bench:
         parts = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         samples: list[tuple[float, int]] = []
         started = time.time()
+        servers_before = servers_cpu()
+        at_first: tuple[float, dict[str, float]] | None = None
         try:
             deadline = started + max(180.0, total / 5)
             while True:
                 committed = await asyncio.to_thread(watcher.committed, parts, 10)
                 done = sum(max(0, tp.offset) for tp in committed)
                 samples.append((time.time(), done))
+                if at_first is None and '{"event": "first"' in log.read_text(errors="replace"):
+                    # CPU from its first message on, as its time (and the workers')
+                    at_first = (cpu_seconds(proc.pid), servers_cpu())
                 if done >= total:
                     break
                 if proc.poll() is not None:
@@ -822,6 +827,11 @@ class Bench:
                 if line.startswith('{"event": "first"'):
                     t0 = json.loads(line)["t"]
             rss, cpu = [peak_rss_mb(proc.pid)], [cpu_seconds(proc.pid)]
+            server_cpu = cpu_delta(
+                servers_before if at_first is None else at_first[1], servers_cpu()
+            )
+            if at_first is not None:
+                cpu = [round(cpu[0] - at_first[0], 2)]
         finally:
             watcher.close()
             _stop(proc)
@@ -835,6 +845,7 @@ class Bench:
             [(t - t0, d) for t, d in samples if t >= t0],
             rss,
             cpu,
+            server_cpu,
         )
 
     # -- latency at a fixed offered load --

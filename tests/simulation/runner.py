@@ -16,6 +16,7 @@ quiescence within a bound of rounds; then every check of issue 14 is made.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Coroutine, Mapping
@@ -29,7 +30,7 @@ from contracts.domain import StreamPartition
 from projections.admission import next_needed_offset
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
-from streams.worker.bounds import BatchBounds
+from streams.worker.bounds import BatchBounds, InFlight
 from streams.worker.intake import Intake, IntakeStopped
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
@@ -113,6 +114,8 @@ async def _no_sleep(_seconds: float) -> None:
 
 #: Sub-batches of at most 3 records, 4 KB of values and 40 JSON objects.
 SIM_BOUNDS = BatchBounds(max_records=3, max_bytes=4096, max_entities=40)
+#: The bytes of values all partitions' sub-batches may hold while applied at once.
+SIM_APPLY_BYTES = 1024
 
 
 class Member:
@@ -147,7 +150,9 @@ class Member:
             clock=sim.clock,
             # Small sub-batches: each consumer batch is handed to the projector
             # in several, one after the other (streams.worker.bounds).
-            bounds=SIM_BOUNDS,
+            # with the budget every partition's sub-batches share while they
+            # are applied (one per worker, as batch_bounds gives the worker).
+            bounds=dataclasses.replace(SIM_BOUNDS, in_flight=InFlight(SIM_APPLY_BYTES)),
         )
         # Batches taken from the consumer are put here; its applier hands them
         # to the loop, the next one gathered while one is in flight

@@ -26,7 +26,29 @@ from streams.settings import Settings
 from streams.worker.projector import Decision, RawRecord
 
 
-class InFlight:
+class _ByteBudget:
+    """Bytes held against ``max_bytes``: a holder waits while what is held
+    would pass the budget with it, but never when nothing is held, so one
+    value or sub-batch over the budget alone still moves."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.held = 0
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def _hold(self, size: int) -> None:
+        while self.held > 0 and self.held + size > self.max_bytes:
+            self._room.clear()
+            await self._room.wait()
+        self.held += size
+
+    def _set_held(self, held: int) -> None:
+        self.held = held
+        self._room.set()
+
+
+class InFlight(_ByteBudget):
     """A byte budget on the values of the sub-batches being applied at once,
     across partitions (docs/adr/0009-read-ahead-by-bytes.md).
 
@@ -41,21 +63,11 @@ class InFlight:
     in a cycle (a partition holds at most one at a time).
     """
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.held = 0
-        self._room = asyncio.Event()
-        self._room.set()
-
     async def acquire(self, size: int) -> None:
-        while self.held > 0 and self.held + size > self.max_bytes:
-            self._room.clear()
-            await self._room.wait()
-        self.held += size
+        await self._hold(size)
 
     def release(self, size: int) -> None:
-        self.held -= size
-        self._room.set()
+        self._set_held(self.held - size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +176,7 @@ async def _handle_within(
         in_flight.release(size)
 
 
-class ReadAhead:
+class ReadAhead(_ByteBudget):
     """A byte budget on what the consumer has handed over but the loop has not
     taken yet (docs/design.md 7.2): the worker's intake admits each value here
     before it joins the batch being gathered, and waits while the values
@@ -181,18 +193,8 @@ class ReadAhead:
     budget and stall the intake.
     """
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.held = 0
-        self._room = asyncio.Event()
-        self._room.set()
-
     async def admit(self, size: int) -> None:
-        while self.held > 0 and self.held + size > self.max_bytes:
-            self._room.clear()
-            await self._room.wait()
-        self.held += size
+        await self._hold(size)
 
     def taken(self) -> None:
-        self.held = 0
-        self._room.set()
+        self._set_held(0)

@@ -199,7 +199,15 @@ class Runtime:
                 sum(len(r.value) for records in batch.values() for r in records if r.value)
             )
 
-        intake = Intake(loop, max_records=self.settings.batch_size, on_taken=taken)
+        intake = Intake(
+            loop,
+            max_records=self.settings.batch_size,
+            on_taken=taken,
+            # Values a rebalance drops from the intake were admitted and will
+            # never be taken: without this, a budget they filled would keep
+            # the consumer from admitting anything once the intake is empty.
+            on_dropped=read_ahead.taken,
+        )
         intake.start().add_done_callback(self._applier_ended)
         self.intake = intake
         return intake

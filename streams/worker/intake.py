@@ -45,7 +45,10 @@ class IntakeStopped(RuntimeError):
 class Intake:
     """Records handed over but not yet applied, and the task that applies
     them. ``on_taken`` is called with each batch as the applier takes it, before
-    it is applied (the read-ahead budget starts again from there)."""
+    it is applied (the read-ahead budget starts again from there);
+    ``on_dropped`` when records that waited are dropped instead (a rebalance):
+    they will never be taken, so whatever counted them must let go too, or an
+    intake left empty could wait for room that never comes."""
 
     def __init__(
         self,
@@ -53,10 +56,12 @@ class Intake:
         *,
         max_records: int,
         on_taken: Callable[[Batch], None] | None = None,
+        on_dropped: Callable[[], None] | None = None,
     ) -> None:
         self.handler = handler
         self.max_records = max(1, max_records)
         self._on_taken = on_taken
+        self._on_dropped = on_dropped
         self._pending: dict[int, list[RawRecord]] = {}
         self._count = 0
         self._in_flight = False
@@ -97,8 +102,11 @@ class Intake:
     def retain(self, partitions: Collection[int]) -> None:
         """Drop what waits for partitions not in ``partitions`` (revoked by a
         rebalance: the new owner reads from the stores' position)."""
-        for partition in [p for p in self._pending if p not in partitions]:
+        revoked = [p for p in self._pending if p not in partitions]
+        for partition in revoked:
             self._count -= len(self._pending.pop(partition))
+        if revoked and self._on_dropped is not None:
+            self._on_dropped()
         if not self._count:
             self._arrived.clear()
             self._room.set()

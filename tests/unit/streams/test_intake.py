@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from streams.worker.bounds import ReadAhead
 from streams.worker.intake import Intake, IntakeStopped
 from streams.worker.projector import RawRecord
 
@@ -150,3 +151,29 @@ async def test_a_put_after_the_applier_failed_raises_with_its_error() -> None:
         await intake.put({0: records(1)})
     assert isinstance(stopped.value.__cause__, ValueError)
     await intake.join()  # returns: nothing will be applied any more
+
+
+async def test_records_dropped_by_a_rebalance_give_their_budget_back() -> None:
+    """The read-ahead budget counts what was gathered until the applier takes
+    it. Records a rebalance drops are never taken: if nothing let go of their
+    bytes, a budget they filled would keep the consumer from admitting the
+    next record while the intake, now empty, waits for one."""
+    handler = Handler()
+    budget = ReadAhead(max_bytes=10)
+    intake = Intake(
+        handler, max_records=100, on_taken=lambda batch: budget.taken(), on_dropped=budget.taken
+    )
+    intake.start()
+    await budget.admit(4)
+    await intake.put({0: records(0)})
+    await settle()  # in flight: the budget starts again
+    for offset in (1, 2):
+        await budget.admit(4)
+        await intake.put({1: records(offset)})
+    intake.retain({0})  # partition 1 revoked while it waited
+    handler.release.set()
+    await intake.join()
+    # Nothing is counted any more, so the next record is admitted at once
+    # (with the two dropped records still counted, 8 + 4 > 10 would wait).
+    assert budget.held == 0
+    await intake.close()

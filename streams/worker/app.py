@@ -210,6 +210,7 @@ class Runtime:
         )
         intake.start().add_done_callback(self._applier_ended)
         self.intake = intake
+        self.failed = None  # a restarted agent has a working applier again
         return intake
 
     def _applier_ended(self, task: asyncio.Task[None]) -> None:

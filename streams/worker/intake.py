@@ -105,8 +105,10 @@ class Intake:
         revoked = [p for p in self._pending if p not in partitions]
         for partition in revoked:
             self._count -= len(self._pending.pop(partition))
-        if revoked and self._on_dropped is not None:
-            self._on_dropped()
+        if revoked:
+            self._room.set()  # a put waiting for room looks again
+            if self._on_dropped is not None:
+                self._on_dropped()
         if not self._count:
             self._arrived.clear()
             self._room.set()

@@ -149,6 +149,31 @@ async def test_a_replay_request_seeks_back_to_the_log_start(stores: Any) -> None
     assert await graph.get_entity(TenantId("b"), EntityId("z")) is not None
 
 
+async def test_the_log_start_is_asked_only_for_a_batch_with_a_control_event(stores: Any) -> None:
+    """The log's start is a round trip through the consumer's thread, which
+    waits behind its fetches under a backlog (about a second per batch was
+    measured): only a replay request or an erasure needs it, for the window
+    it opens, and a replay is then read from it."""
+    graph, vector = stores
+    asked: list[int] = []
+
+    async def log_start(partition: int) -> int:
+        asked.append(partition)
+        return 1  # record 0 was deleted by retention
+
+    p = projector(graph, vector, ListSink())
+    p._log_start = log_start
+    assert (await p.handle(0, [raw(1, doc("a", "x")), raw(2, doc("b", "y"))])).commit is None
+    assert (await p.handle(0, [raw(0, doc("a", "w")), raw(1, doc("a", "x"))])).commit == 2
+    assert (await p.handle(0, [raw(2, doc("b", "y"))])).commit == 3
+    assert asked == []
+    replay = signing.sign(
+        make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY, topic_id="tid"
+    )
+    decision = await p.handle(0, [raw(3, replay), raw(4, doc("b", "z"))])
+    assert asked == [0] and decision.seek == 1  # from the log's start, not offset 0
+
+
 async def test_replay_progress_follows_the_rebuild_window(stores: Any) -> None:
     """redstring_rebuild_progress_ratio: 0 when a replay request has opened the window,
     the scanned fraction while it is rescanned, 1.0 once both stores closed it."""

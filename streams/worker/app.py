@@ -15,13 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import tempfile
+import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import faust
-from aiokafka.errors import IllegalStateError
+from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka.structs import OffsetAndMetadata
+from aiokafka.structs import TopicPartition as AIOKafkaTP
 from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -61,17 +64,41 @@ class FaustConsumer:
         return {tp.partition for tp in self.app.consumer.assignment() if tp.topic == self.topic}
 
     async def commit(self, offsets: Mapping[int, int]) -> None:
-        """Commit exact offsets with the driver's ``_commit`` (the public
-        ``commit`` commits acked offsets only; pinned faust version), for what
-        is still assigned: a rebalance can revoke a partition while its batch
-        is in hand, and faust's ``_commit`` hands aiokafka an empty dict when
-        none is left, which raises ValueError and crashes the consumer thread
-        (found by the two-worker benchmark). The new owner reads from the
-        stores' positions anyway."""
-        assigned = self.app.consumer.assignment()
-        mine = {self._tp(p): offset for p, offset in offsets.items() if self._tp(p) in assigned}
-        if mine:
-            await self.app.consumer._commit(mine)  # type: ignore[attr-defined]
+        """Commit exact offsets, on Faust's consumer thread, for the partitions
+        that thread still holds (pinned faust version: ``_thread``). The
+        public ``commit`` commits acked offsets only, and the driver's
+        ``_commit`` crashes the consumer when a rebalance revoked the
+        partitions between the caller's look and the thread's (it hands
+        aiokafka an empty dict, a ValueError; found by the two-worker
+        benchmark). So the thread looks itself, and a commit refused for a
+        rebalance is dropped: the next owner commits the stores' position on
+        assignment."""
+        thread = self.app.consumer._thread  # type: ignore[attr-defined]
+        wanted = {self._tp(p): offset for p, offset in offsets.items()}
+
+        async def commit_held() -> None:
+            consumer = thread._ensure_consumer()
+            held = consumer.assignment()
+            mine = {
+                tp: OffsetAndMetadata(offset, "")
+                for tp, offset in wanted.items()
+                if AIOKafkaTP(tp.topic, tp.partition) in held
+            }
+            if not mine:
+                return
+            try:
+                await consumer.commit(
+                    {AIOKafkaTP(tp.topic, tp.partition): meta for tp, meta in mine.items()}
+                )
+            except (CommitFailedError, IllegalStateError) as exc:
+                log.info("commit dropped by a rebalance", extra={"error": repr(exc)})
+                return
+            # Faust's watch on partitions that fetch but never commit
+            # (tp_commit_timeout_secs) reads these.
+            now = time.monotonic()
+            thread.tp_last_committed_at.update({tp: now for tp in mine})
+
+        await thread.call_thread(commit_held)
 
     async def seek(self, partition: int, offset: int) -> None:
         # A plain seek: no stop_flow, whose getmany then seeks every partition

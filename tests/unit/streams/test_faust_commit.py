@@ -1,0 +1,85 @@
+"""The worker's commit (streams.worker.app.FaustConsumer.commit) on Faust's
+consumer thread: the thread decides what it still holds, so a rebalance
+between the loop's look and the thread's never hands aiokafka an empty commit
+(a ValueError that crashed the consumer), and a commit the group refuses
+during a rebalance is dropped, not raised. The thread here is a stand-in that
+runs the call at once; the real one is exercised by tests/e2e."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiokafka.errors import CommitFailedError
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from faust.types import TP
+
+from streams.worker.app import FaustConsumer
+
+
+class AIOKafkaConsumer:
+    def __init__(self, held: set[int], refuse: bool = False) -> None:
+        self.held = {TopicPartition("events", p) for p in held}
+        self.refuse = refuse
+        self.commits: list[dict[TopicPartition, OffsetAndMetadata]] = []
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.held)
+
+    async def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        if not offsets:
+            raise ValueError(offsets)  # aiokafka's commit_structure_validate
+        if self.refuse:
+            raise CommitFailedError("the group has already rebalanced")
+        self.commits.append(offsets)
+
+
+class Thread:
+    def __init__(self, consumer: AIOKafkaConsumer) -> None:
+        self.consumer = consumer
+        self.tp_last_committed_at: dict[TP, float] = {}
+
+    def _ensure_consumer(self) -> AIOKafkaConsumer:
+        return self.consumer
+
+    async def call_thread(self, fun: Callable[[], Awaitable[Any]]) -> Any:
+        return await fun()
+
+
+def consumer(kafka: AIOKafkaConsumer) -> tuple[FaustConsumer, Thread]:
+    thread = Thread(kafka)
+    app: Any = type("App", (), {})()
+    app.consumer = type("Consumer", (), {"_thread": thread})()
+    return FaustConsumer(app, "events"), thread
+
+
+async def test_only_what_the_thread_still_holds_is_committed_at_the_exact_offsets() -> None:
+    kafka = AIOKafkaConsumer(held={0, 2})
+    worker, thread = consumer(kafka)
+    await worker.commit({0: 5, 1: 7, 2: 9})
+    assert kafka.commits == [
+        {
+            TopicPartition("events", 0): OffsetAndMetadata(5, ""),
+            TopicPartition("events", 2): OffsetAndMetadata(9, ""),
+        }
+    ]
+    assert set(thread.tp_last_committed_at) == {TP("events", 0), TP("events", 2)}
+
+
+async def test_a_commit_of_partitions_revoked_meanwhile_is_no_commit_at_all() -> None:
+    kafka = AIOKafkaConsumer(held=set())
+    worker, _ = consumer(kafka)
+    await worker.commit({1: 7})  # the empty commit would raise ValueError
+    assert kafka.commits == []
+
+
+async def test_a_commit_the_group_refuses_in_a_rebalance_is_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kafka = AIOKafkaConsumer(held={0}, refuse=True)
+    worker, thread = consumer(kafka)
+    with caplog.at_level("INFO", logger="redstring.worker"):
+        await worker.commit({0: 5})
+    assert "commit dropped by a rebalance" in caplog.text
+    assert thread.tp_last_committed_at == {}

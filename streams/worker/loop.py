@@ -134,7 +134,8 @@ class WorkerLoop:
     async def on_batch(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
         """Handle one batch: its partitions concurrently (each has its own
         checkpoints and locks in both stores), then the consumer actions one
-        partition at a time, in partition order."""
+        partition at a time, in partition order, and the commits of all
+        partitions in one call."""
         ordered = sorted((p, records) for p, records in batch.items() if records)
         now = self._clock()
         for partition, _ in ordered:
@@ -147,12 +148,20 @@ class WorkerLoop:
                     for partition, records in ordered
                 )
             )
+            commits: dict[int, int] = {}
             for (partition, _), decision in zip(ordered, decisions, strict=True):
                 # Records flowed: whatever stall the watchdog reported is over
                 # (if they were not the ones needed, the loop seeks, and the
                 # watchdog looks again after ``stall_after``).
                 self.projector.health.stalled.pop(partition, None)
-                await self._act(partition, decision)
+                if decision.pause is None and decision.seek is None and decision.commit is not None:
+                    commits[partition] = decision.commit
+                else:
+                    await self._act(partition, decision)
+            if commits:
+                # One commit for the batch: each is a round trip through the
+                # consumer's thread, which waits behind its fetches.
+                await self.consumer.commit(commits)
         finally:
             for partition, _ in ordered:
                 self._in_hand.discard(partition)
@@ -167,8 +176,6 @@ class WorkerLoop:
         elif decision.seek is not None:
             await self._seek(partition, decision.seek)
             log.info("sought back", extra={"partition": partition, "offset": decision.seek})
-        elif decision.commit is not None:
-            await self.consumer.commit({partition: decision.commit})
 
     async def _seek(self, partition: int, offset: int) -> None:
         # The target is the stores' position, so committing it first keeps the

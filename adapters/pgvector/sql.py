@@ -143,12 +143,17 @@ class Statements:
         )
 
     def delete_some(self, table: str) -> str:
-        """$1 tenant, $2 batch size: one bounded slice of a tenant's rows."""
+        """$1 tenant, $2 batch size: one bounded slice of a tenant's rows.
+
+        The slice's keys are gathered once, as an array (an InitPlan), and
+        the rows found by the primary key: joined to a CTE instead, a table
+        whose statistics still say "one row per tenant" (just loaded, not
+        yet analysed) was planned as a nested loop that rescanned the CTE
+        for every row, quadratic (5.1 s for one tenant's 3,194 rows)."""
         key = {"vectors": "id", "vector_aliases": "alias_id"}[table]
         return (
-            f"WITH doomed AS (SELECT {key} FROM {self.s}.{table} WHERE tenant_id = $1 LIMIT $2) "
-            f"DELETE FROM {self.s}.{table} t USING doomed d "
-            f"WHERE t.tenant_id = $1 AND t.{key} = d.{key}"
+            f"DELETE FROM {self.s}.{table} WHERE tenant_id = $1 AND {key} = ANY(ARRAY("
+            f"SELECT {key} FROM {self.s}.{table} WHERE tenant_id = $1 LIMIT $2))"
         )
 
     @property

@@ -122,11 +122,6 @@ class FaustConsumer:
         highs = await self.app.consumer.highwaters(*(self._tp(p) for p in partitions))
         return {tp.partition: int(offset or 0) for tp, offset in highs.items()}
 
-    async def log_start(self, partition: int) -> int:
-        tp = self._tp(partition)
-        earliest = await self.app.consumer.earliest_offsets(tp)
-        return int(earliest.get(tp) or 0)
-
 
 class Runtime:
     """What the agent, the rebalance hook, the timers and the web pages share."""
@@ -170,7 +165,7 @@ class Runtime:
                     metrics=self.metrics,
                     partitions=info.partition_count,
                     control_max_age=self.settings.control_max_age,
-                    log_start=self.consumer.log_start,
+                    log_start=self.probe.log_start,
                     probe=self.probe.first_record_at,
                     limits=self.settings.event_limits(),
                     tracer=self.tracer,

@@ -147,9 +147,10 @@ class Statements:
 
         The slice's keys are gathered once, as an array (an InitPlan), and
         the rows found by the primary key: joined to a CTE instead, a table
-        whose statistics still say "one row per tenant" (just loaded, not
-        yet analysed) was planned as a nested loop that rescanned the CTE
-        for every row, quadratic (5.1 s for one tenant's 3,194 rows)."""
+        whose statistics predate the tenant (analysed while it was small, as
+        before a replay deletes the tenant it just loaded) was planned as a
+        nested loop that rescanned the CTE for every row, quadratic (5.1 s
+        for one tenant's 3,194 rows)."""
         key = {"vectors": "id", "vector_aliases": "alias_id"}[table]
         return (
             f"DELETE FROM {self.s}.{table} WHERE tenant_id = $1 AND {key} = ANY(ARRAY("

@@ -79,16 +79,12 @@ class FaustConsumer:
         async def commit_held() -> None:
             consumer = thread._ensure_consumer()
             held = consumer.assignment()
-            mine = {
-                tp: OffsetAndMetadata(offset, "")
-                for tp, offset in wanted.items()
-                if AIOKafkaTP(tp.topic, tp.partition) in held
-            }
+            mine = {tp: offset for tp, offset in wanted.items() if AIOKafkaTP(*tp) in held}
             if not mine:
                 return
             try:
                 await consumer.commit(
-                    {AIOKafkaTP(tp.topic, tp.partition): meta for tp, meta in mine.items()}
+                    {AIOKafkaTP(*tp): OffsetAndMetadata(offset, "") for tp, offset in mine.items()}
                 )
             except (CommitFailedError, IllegalStateError) as exc:
                 log.info("commit dropped by a rebalance", extra={"error": repr(exc)})

@@ -154,10 +154,9 @@ class WorkerLoop:
                 # (if they were not the ones needed, the loop seeks, and the
                 # watchdog looks again after ``stall_after``).
                 self.projector.health.stalled.pop(partition, None)
-                if decision.pause is None and decision.seek is None and decision.commit is not None:
-                    commits[partition] = decision.commit
-                else:
-                    await self._act(partition, decision)
+                commit = await self._act(partition, decision)
+                if commit is not None:
+                    commits[partition] = commit
             if commits:
                 # One commit for the batch: each is a round trip through the
                 # consumer's thread, which waits behind its fetches.
@@ -166,7 +165,9 @@ class WorkerLoop:
             for partition, _ in ordered:
                 self._in_hand.discard(partition)
 
-    async def _act(self, partition: int, decision: Decision) -> None:
+    async def _act(self, partition: int, decision: Decision) -> int | None:
+        """Pause or seek as the decision says; else the offset to commit (the
+        caller commits a batch's partitions in one call)."""
         if decision.pause is not None:
             self.consumer.pause(partition)
             if is_schema_pause(decision.pause):
@@ -176,6 +177,9 @@ class WorkerLoop:
         elif decision.seek is not None:
             await self._seek(partition, decision.seek)
             log.info("sought back", extra={"partition": partition, "offset": decision.seek})
+        else:
+            return decision.commit
+        return None
 
     async def _seek(self, partition: int, offset: int) -> None:
         # The target is the stores' position, so committing it first keeps the

@@ -606,11 +606,10 @@ class Projector:
             return _Applied()
         started = time.monotonic()
         # Only a control event opens a window from the log's start, and asking
-        # is a request to the broker (through Faust's consumer thread, which
-        # the worker no longer uses for it, it waited about a second per batch
-        # behind the thread's fetches).
-        controls = self._log_start is not None and any(is_control(r) for r in records)
-        log_start = await self._log_start(partition) if controls and self._log_start else 0
+        # for it is a request to the broker: not one per batch.
+        log_start = 0
+        if self._log_start is not None and any(is_control(r) for r in records):
+            log_start = await self._log_start(partition)
         applied = await self._passes(partition, selected, records, log_start, judged)
         self.metrics.batch_latency.observe(time.monotonic() - started)
         self.metrics.batch_size.observe(len(records))

@@ -64,6 +64,18 @@ async def test_assignment_commits_and_seeks_the_stores_positions(stores: Any) ->
     assert consumer.seeks == [(0, 2), (1, 0)]
 
 
+async def test_a_batch_commits_its_partitions_positions_in_one_call(stores: Any) -> None:
+    """Each commit is a round trip through the consumer's thread, which waits
+    behind its fetches: a batch of several partitions commits once."""
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0, 1, 2}, {0: 2, 1: 1, 2: 0})
+    loop = WorkerLoop(p, consumer)
+    await loop.on_batch(
+        {0: [raw(0, doc("a", "x")), raw(1, doc("a", "y"))], 1: [raw(0, doc("b", "z"))]}
+    )
+    assert consumer.commits == [{0: 2, 1: 1}] and consumer.seeks == []
+
+
 async def test_a_hole_is_sought_and_the_commit_never_passes_it(stores: Any) -> None:
     p = projector(*stores, ListSink())
     consumer = Recorder({0}, {0: 5})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -65,7 +65,13 @@ def raw(offset: int, event: Event) -> RawRecord:
     return RawRecord(offset, event.tenant_id.encode(), event_to_json(event))
 
 
-def projector(graph: Any, vector: Any, sink: ListSink, probe: Probe | None = None) -> Projector:
+def projector(
+    graph: Any,
+    vector: Any,
+    sink: ListSink,
+    probe: Probe | None = None,
+    log_start: Callable[[int], Awaitable[int]] | None = None,
+) -> Projector:
     embedder = HashingEmbedder(dimension=16)
     return Projector(
         [GraphProjection(graph, embedding_dimension=16), VectorProjection(vector, embedder)],
@@ -76,6 +82,7 @@ def projector(graph: Any, vector: Any, sink: ListSink, probe: Probe | None = Non
         metrics=Metrics(),
         max_backoff=0.01,
         probe=probe,
+        log_start=log_start,
     )
 
 
@@ -161,8 +168,7 @@ async def test_the_log_start_is_asked_only_for_a_batch_with_a_control_event(stor
         asked.append(partition)
         return 1  # record 0 was deleted by retention
 
-    p = projector(graph, vector, ListSink())
-    p._log_start = log_start
+    p = projector(graph, vector, ListSink(), log_start=log_start)
     assert (await p.handle(0, [raw(1, doc("a", "x")), raw(2, doc("b", "y"))])).commit is None
     assert (await p.handle(0, [raw(0, doc("a", "w")), raw(1, doc("a", "x"))])).commit == 2
     assert (await p.handle(0, [raw(2, doc("b", "y"))])).commit == 3

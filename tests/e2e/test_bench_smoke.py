@@ -69,6 +69,7 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
     workers = {s["name"]: len(s["peak_rss_mb"]) for s in report["sides"] if s["peak_rss_mb"]}
     assert workers == {"redstring 1w": 1, "redstring 2w": 2, "capacity": 2}
     assert report["capacity"] == {"partitions": 6, "workers": 2}
+    assert report["warmup"]["events"] == 120 and report["warmup"]["seconds"] > 0
     assert sum(report["partition_events"]["6"]) == report["workload"]["events"]
     assert report["replay"]["replay_s"] > 0
     assert report["growth"]["ratio"] > 0 and report["growth"]["steps"] >= 1
@@ -98,6 +99,7 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
         "| worker peak RSS (VmHWM), default batch",
         "| cost per event as the graph grows, last 10% / 10-20% of that projection",
         "| capacity model (docs/scaling.md), 2 workers on 6 partitions:",
+        "after an untimed warm-up of 120 events through the ceiling and one worker.",
     ):
         assert row in markdown, row
     assert (tmp_path / "throughput.png").read_bytes().startswith(b"\x89PNG")

@@ -128,6 +128,14 @@ class Settings(BaseSettings):
         "wait before they are handed over). A batch is applied as soon as the one before "
         "it is written, with whatever was gathered meanwhile, up to REDSTRING_BATCH_SIZE.",
     )
+    fetch_max_wait_ms: int = Field(
+        200,
+        ge=1,
+        le=1500,
+        description="How long the worker's fetches wait at the end of the log for new records "
+        "(records that arrive end the wait at once). A seek (a replay, a refused batch) waits "
+        "for the fetch in flight, so this bounds that wait; Faust's own value is 1500 ms.",
+    )
     batch_max_bytes: int = Field(
         8_000_000,
         ge=MAX_EVENT_BYTES,

@@ -3,14 +3,19 @@ consumer thread: the thread decides what it still holds, so a rebalance
 between the loop's look and the thread's never hands aiokafka an empty commit
 (a ValueError that crashed the consumer), and a commit the group refuses
 during a rebalance is dropped, not raised. The thread here is a stand-in that
-runs the call at once; the real one is exercised by tests/e2e."""
+runs the call at once; the real one is exercised by tests/e2e.
+
+The fetch wait (FaustConsumer.set_fetch_wait) goes through the same thread, to
+the aiokafka fetcher that Faust built with a 1500 ms wait."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.errors import CommitFailedError
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from faust.types import TP
@@ -23,6 +28,7 @@ class AIOKafkaConsumer:
         self.held = {TopicPartition("events", p) for p in held}
         self.refuse = refuse
         self.commits: list[dict[TopicPartition, OffsetAndMetadata]] = []
+        self._fetcher: Any = type("Fetcher", (), {"_fetch_max_wait_ms": 1500})()
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.held)
@@ -83,3 +89,27 @@ async def test_a_commit_the_group_refuses_in_a_rebalance_is_dropped(
         await worker.commit({0: 5})
     assert "commit dropped by a rebalance" in caplog.text
     assert thread.tp_last_committed_at == {}
+
+
+async def test_the_fetch_wait_is_set_on_the_consumer_threads_fetcher() -> None:
+    kafka = AIOKafkaConsumer(held={0})
+    worker, _ = consumer(kafka)
+    await worker.set_fetch_wait(200)
+    assert kafka._fetcher._fetch_max_wait_ms == 200
+
+
+async def test_a_fetcher_without_the_attribute_keeps_its_wait_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kafka = AIOKafkaConsumer(held={0})
+    kafka._fetcher = object()
+    worker, _ = consumer(kafka)
+    with caplog.at_level("WARNING", logger="redstring.worker"):
+        await worker.set_fetch_wait(200)
+    assert "fetches keep Faust's 1500 ms" in caplog.text
+
+
+def test_the_pinned_aiokafka_builds_each_fetch_request_from_the_attribute() -> None:
+    # What set_fetch_wait relies on: the wait is read when a request is built,
+    # not copied at start-up. An aiokafka that changes this fails here.
+    assert "self._fetch_max_wait_ms" in inspect.getsource(Fetcher._get_actions_per_node)

@@ -71,7 +71,7 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
     assert report["capacity"] == {"partitions": 6, "workers": 2}
     assert report["warmup"]["events"] == 120 and report["warmup"]["seconds"] > 0
     assert sum(report["partition_events"]["6"]) == report["workload"]["events"]
-    assert report["replay"]["replay_s"] > 0
+    assert report["replay"]["replay_s"] > 0 and report["replay"]["publish_s"] > 0
     assert report["growth"]["ratio"] > 0 and report["growth"]["steps"] >= 1
     for side in report["sides"]:
         if side["name"] in ("redstring 2w", "capacity"):

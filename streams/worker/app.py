@@ -111,7 +111,12 @@ class FaustConsumer:
         thread = self.app.consumer._thread  # type: ignore[attr-defined]
 
         async def on_thread() -> None:
-            fetcher = getattr(thread._ensure_consumer(), "_fetcher", None)
+            try:
+                consumer = thread._ensure_consumer()
+            except Exception as exc:  # not started, or stopping: nothing to shorten
+                log.info("fetch wait not set", extra={"error": repr(exc)})
+                return
+            fetcher = getattr(consumer, "_fetcher", None)
             if fetcher is None or not hasattr(fetcher, "_fetch_max_wait_ms"):
                 log.warning(
                     "this aiokafka's fetcher has no _fetch_max_wait_ms: fetches keep Faust's "

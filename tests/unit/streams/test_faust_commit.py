@@ -113,3 +113,20 @@ def test_the_pinned_aiokafka_builds_each_fetch_request_from_the_attribute() -> N
     # What set_fetch_wait relies on: the wait is read when a request is built,
     # not copied at start-up. An aiokafka that changes this fails here.
     assert "self._fetch_max_wait_ms" in inspect.getsource(Fetcher._get_actions_per_node)
+
+
+async def test_a_consumer_not_started_leaves_the_assignment_path_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # set_fetch_wait runs when a rebalance completes, before the loop commits
+    # and seeks the new assignment: it must not raise into that path.
+    kafka = AIOKafkaConsumer(held={0})
+    worker, thread = consumer(kafka)
+
+    def not_started() -> AIOKafkaConsumer:
+        raise RuntimeError("Consumer thread not yet started")
+
+    thread._ensure_consumer = not_started  # type: ignore[method-assign]
+    with caplog.at_level("INFO", logger="redstring.worker"):
+        await worker.set_fetch_wait(200)
+    assert "fetch wait not set" in caplog.text

@@ -25,6 +25,7 @@ import faust
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata
 from aiokafka.structs import TopicPartition as AIOKafkaTP
+from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -113,7 +114,7 @@ class FaustConsumer:
         async def on_thread() -> None:
             try:
                 consumer = thread._ensure_consumer()
-            except Exception as exc:  # not started, or stopping: nothing to shorten
+            except ConsumerNotStarted as exc:  # not yet, or no longer: nothing to shorten
                 log.info("fetch wait not set", extra={"error": repr(exc)})
                 return
             fetcher = getattr(consumer, "_fetcher", None)
@@ -212,7 +213,9 @@ class Runtime:
 
     async def commit_positions(self) -> None:
         """Called when a rebalance completes, before Faust's recovery seeks to
-        the committed offsets: commit (and seek to) what the stores need."""
+        the committed offsets: shorten the fetch wait (so the seeks that follow
+        do not wait out a long poll), then commit (and seek to) what the stores
+        need."""
         loop = await self.ready_loop()
         await self.consumer.set_fetch_wait(self.settings.fetch_max_wait_ms)
         if self.intake is not None:

@@ -1,5 +1,6 @@
-"""The worker's commit (streams.worker.app.FaustConsumer.commit) on Faust's
-consumer thread: the thread decides what it still holds, so a rebalance
+"""What the worker does on Faust's consumer thread (streams.worker.app.FaustConsumer).
+
+Its commit: the thread decides what it still holds, so a rebalance
 between the loop's look and the thread's never hands aiokafka an empty commit
 (a ValueError that crashed the consumer), and a commit the group refuses
 during a rebalance is dropped, not raised. The thread here is a stand-in that
@@ -18,6 +19,7 @@ import pytest
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.errors import CommitFailedError
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 
 from streams.worker.app import FaustConsumer
@@ -124,7 +126,7 @@ async def test_a_consumer_not_started_leaves_the_assignment_path_alone(
     worker, thread = consumer(kafka)
 
     def not_started() -> AIOKafkaConsumer:
-        raise RuntimeError("Consumer thread not yet started")
+        raise ConsumerNotStarted("Consumer thread not yet started")
 
     thread._ensure_consumer = not_started  # type: ignore[method-assign]
     with caplog.at_level("INFO", logger="redstring.worker"):

@@ -35,7 +35,7 @@ from streams.kafka.topics import check_topics
 from streams.settings import Settings
 from streams.telemetry import configure_tracing
 from streams.wiring import Stores, build_folds, open_stores
-from streams.worker.bounds import ReadAhead, batch_bounds
+from streams.worker.bounds import ReadAhead, batch_bounds, batch_values_size
 from streams.worker.intake import Intake
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
@@ -242,15 +242,17 @@ class Runtime:
     async def open_intake(self, read_ahead: ReadAhead) -> Intake:
         """The intake the agent puts batches into, its applier started: the
         next batch is gathered while the one before it is written
-        (streams.worker.intake). Each batch the applier takes ends the
-        read-ahead budget's count of what was gathered."""
+        (streams.worker.intake). Each batch the applier takes, or a
+        rebalance drops, gives its bytes back to the read-ahead budget."""
         loop = await self.ready_loop()
 
         def taken(batch: Mapping[int, Sequence[RawRecord]]) -> None:
-            read_ahead.taken()
-            self.metrics.intake_bytes.observe(
-                sum(len(r.value) for records in batch.values() for r in records if r.value)
-            )
+            size = batch_values_size(batch)
+            read_ahead.release(size)
+            self.metrics.intake_bytes.observe(size)
+
+        def dropped(batch: Mapping[int, Sequence[RawRecord]]) -> None:
+            read_ahead.release(batch_values_size(batch))
 
         intake = Intake(
             loop,
@@ -259,7 +261,7 @@ class Runtime:
             # Values a rebalance drops from the intake were admitted and will
             # never be taken: without this, a budget they filled would keep
             # the consumer from admitting anything once the intake is empty.
-            on_dropped=read_ahead.taken,
+            on_dropped=dropped,
         )
         intake.start().add_done_callback(self._applier_ended)
         self.intake = intake

@@ -18,7 +18,7 @@ as much as applying it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -43,8 +43,9 @@ class _ByteBudget:
             await self._room.wait()
         self.held += size
 
-    def _set_held(self, held: int) -> None:
-        self.held = held
+    def release(self, size: int) -> None:
+        """``size`` bytes held earlier are let go."""
+        self.held = max(0, self.held - size)
         self._room.set()
 
 
@@ -65,9 +66,6 @@ class InFlight(_ByteBudget):
 
     async def acquire(self, size: int) -> None:
         await self._hold(size)
-
-    def release(self, size: int) -> None:
-        self._set_held(self.held - size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +98,11 @@ def batch_bounds(settings: Settings) -> BatchBounds:
 
 def values_size(records: Sequence[RawRecord]) -> int:
     return sum(len(record.value) for record in records if record.value)
+
+
+def batch_values_size(batch: Mapping[int, Sequence[RawRecord]]) -> int:
+    """Bytes of values in a batch of records by partition."""
+    return sum(values_size(records) for records in batch.values())
 
 
 def entity_bound(value: bytes | None) -> int:
@@ -177,24 +180,22 @@ async def _handle_within(
 
 
 class ReadAhead(_ByteBudget):
-    """A byte budget on what the consumer has handed over but the loop has not
-    taken yet (docs/design.md 7.2): the worker's intake admits each value here
-    before it joins the batch being gathered, and waits while the values
-    admitted since the applier last took a batch (streams.worker.intake) would
-    pass ``max_bytes``. The first value is
-    always admitted, so one record over the budget still moves.
+    """A byte budget on what the consumer has handed over but the applier has
+    not taken yet (docs/design.md 7.2): the worker's intake admits each value
+    here before it joins the batch being gathered, and waits while the values
+    admitted and not yet taken would pass ``max_bytes``. A value is always
+    admitted when nothing is held, so one record over the budget still moves.
 
     Faust bounds its buffers by count only (its channel queue and the batch
     ``take_events`` gathers), which for maximum-size events is gigabytes; this
-    is what keeps the batch within bytes. ``taken`` is called as soon as the
-    applier takes a batch: its values are the loop's from then on, so the
-    budget starts again from zero. Counting restarts rather than subtracts, so no
-    value dropped on its way (a rebalance clears Faust's queues) can leak
-    budget and stall the intake.
+    is what keeps the batch within bytes. What the applier takes, and what a
+    rebalance drops from the intake, is ``release``d by its own bytes, never
+    by starting the count again: values admitted into the batch ``take_events``
+    is still gathering stay counted, so the next batch cannot hold them and a
+    full budget besides (docs/adr/0009-read-ahead-by-bytes.md). Every value
+    admitted reaches the intake: admission runs after Faust's generation check
+    and just before ``take_events``' own processor, which always keeps it.
     """
 
     async def admit(self, size: int) -> None:
         await self._hold(size)
-
-    def taken(self) -> None:
-        self._set_held(0)

@@ -46,9 +46,10 @@ class Intake:
     """Records handed over but not yet applied, and the task that applies
     them. ``on_taken`` is called with each batch as the applier takes it, before
     it is applied (the read-ahead budget starts again from there);
-    ``on_dropped`` when records that waited are dropped instead (a rebalance):
-    they will never be taken, so whatever counted them must let go too, or an
-    intake left empty could wait for room that never comes."""
+    ``on_dropped`` with the records that waited and are dropped instead (a
+    rebalance): they will never be taken, so whatever counted them must let
+    go of them too, or an intake left empty could wait for room that never
+    comes."""
 
     def __init__(
         self,
@@ -56,7 +57,7 @@ class Intake:
         *,
         max_records: int,
         on_taken: Callable[[Batch], None] | None = None,
-        on_dropped: Callable[[], None] | None = None,
+        on_dropped: Callable[[Batch], None] | None = None,
     ) -> None:
         self.handler = handler
         self.max_records = max(1, max_records)
@@ -102,13 +103,13 @@ class Intake:
     def retain(self, partitions: Collection[int]) -> None:
         """Drop what waits for partitions not in ``partitions`` (revoked by a
         rebalance: the new owner reads from the stores' position)."""
-        revoked = [p for p in self._pending if p not in partitions]
-        for partition in revoked:
-            self._count -= len(self._pending.pop(partition))
-        if revoked:
+        dropped = {p: self._pending.pop(p) for p in list(self._pending) if p not in partitions}
+        for records in dropped.values():
+            self._count -= len(records)
+        if dropped:
             self._room.set()  # a put waiting for room looks again
             if self._on_dropped is not None:
-                self._on_dropped()
+                self._on_dropped(dropped)
         if not self._count:
             self._arrived.clear()
             self._room.set()

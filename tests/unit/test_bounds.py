@@ -5,8 +5,9 @@ refused by both folds alike; chunked embedding calls."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hypothesis import given
@@ -26,11 +27,13 @@ from streams.worker.bounds import (
     BatchBounds,
     InFlight,
     ReadAhead,
+    batch_values_size,
     entity_bound,
     handle_bounded,
     sub_batches,
 )
 from streams.worker.decode import decode
+from streams.worker.intake import Intake
 from streams.worker.projector import Decision, RawRecord
 
 PART = StreamPartition("events", 0, "topic-id")
@@ -266,31 +269,50 @@ BUDGET = 1000
 
 
 async def gather_batches(sizes: Sequence[int], pauses: Sequence[int]) -> list[list[int]]:
-    """The worker's intake in miniature: a reader admits each value and adds it
-    to the batch being gathered; a taker hands that batch over after a drawn
-    number of scheduler turns (Faust's take_events timeout), then calls
-    ``taken``."""
+    """The worker's intake in miniature, both of its stages: a reader admits
+    each value as it arrives (after a drawn number of scheduler turns) and
+    adds it to the batch Faust's ``take_events`` gathers; after a drawn number
+    of turns (its timeout) that batch is put into the real Intake, whether or
+    not a batch is being written; the applier takes everything put so far and
+    writes it for a drawn number of turns. So values are admitted while a
+    batch is put and while one is taken, as in the worker. Returns the sizes
+    of each batch the applier took."""
     read_ahead = ReadAhead(BUDGET)
-    gathering: list[int] = []
-    batches: list[list[int]] = []
+    turns = itertools.cycle(pauses)
+    taken: list[list[int]] = []
+
+    class Writer:
+        async def on_batch(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
+            for _ in range(next(turns)):
+                await asyncio.sleep(0)
+
+    def on_taken(batch: Mapping[int, Sequence[RawRecord]]) -> None:
+        taken.append([len(r.value or b"") for r in batch[0]])
+        read_ahead.release(batch_values_size(batch))
+
+    intake = Intake(Writer(), max_records=len(sizes) + 1, on_taken=on_taken)
+    intake.start()
+    gathering: list[RawRecord] = []
 
     async def reader() -> None:
-        for size in sizes:
+        for offset, size in enumerate(sizes):
+            for _ in range(next(turns) % 2):  # the next value is still being fetched
+                await asyncio.sleep(0)
             await read_ahead.admit(size)
-            gathering.append(size)
+            gathering.append(RawRecord(offset, b"acme", b"x" * size))
 
     task = asyncio.ensure_future(reader())
-    turn = 0
     while not task.done() or gathering:
-        for _ in range(1 + pauses[turn % len(pauses)]):
+        for _ in range(1 + next(turns)):
             await asyncio.sleep(0)
-        turn += 1
         if gathering:
-            batches.append(list(gathering))
+            batch = list(gathering)
             gathering.clear()
-            read_ahead.taken()
+            await intake.put({0: batch})
     await task
-    return batches
+    await intake.join()
+    await intake.close()
+    return taken
 
 
 @given(
@@ -314,7 +336,7 @@ async def test_read_ahead_waits_for_the_batch_to_be_taken() -> None:
     waiting = asyncio.ensure_future(read_ahead.admit(1))
     await asyncio.sleep(0.01)
     assert not waiting.done()
-    read_ahead.taken()
+    read_ahead.release(BUDGET + 1)
     await asyncio.wait_for(waiting, 1)
     assert read_ahead.held == 1
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from streams.worker.bounds import ReadAhead
+from streams.worker.bounds import ReadAhead, batch_values_size
 from streams.worker.intake import Intake, IntakeStopped
 from streams.worker.projector import RawRecord
 
@@ -159,21 +159,24 @@ async def test_records_dropped_by_a_rebalance_give_their_budget_back() -> None:
     bytes, a budget they filled would keep the consumer from admitting the
     next record while the intake, now empty, waits for one."""
     handler = Handler()
-    budget = ReadAhead(max_bytes=10)
+    budget = ReadAhead(max_bytes=5)  # each record's value, b"{}", is 2 bytes
     intake = Intake(
-        handler, max_records=100, on_taken=lambda batch: budget.taken(), on_dropped=budget.taken
+        handler,
+        max_records=100,
+        on_taken=lambda batch: budget.release(batch_values_size(batch)),
+        on_dropped=lambda batch: budget.release(batch_values_size(batch)),
     )
     intake.start()
-    await budget.admit(4)
+    await budget.admit(2)
     await intake.put({0: records(0)})
-    await settle()  # in flight: the budget starts again
+    await settle()  # in flight: its bytes are given back
     for offset in (1, 2):
-        await budget.admit(4)
+        await budget.admit(2)
         await intake.put({1: records(offset)})
     intake.retain({0})  # partition 1 revoked while it waited
     handler.release.set()
     await intake.join()
     # Nothing is counted any more, so the next record is admitted at once
-    # (with the two dropped records still counted, 8 + 4 > 10 would wait).
+    # (with the two dropped records still counted, 4 + 2 > 5 would wait).
     assert budget.held == 0
     await intake.close()

@@ -19,8 +19,9 @@ import asyncio
 import dataclasses
 import random
 from collections import Counter
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from adapters.embedding import HashingEmbedder
@@ -30,11 +31,11 @@ from contracts.domain import StreamPartition
 from projections.admission import next_needed_offset
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
-from streams.worker.bounds import BatchBounds, InFlight
+from streams.worker.bounds import BatchBounds, InFlight, ReadAhead, batch_values_size
 from streams.worker.intake import Intake, IntakeStopped
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
-from streams.worker.projector import Projector
+from streams.worker.projector import Projector, RawRecord
 from tests.scenarios.harness import Stores, describe_difference, folded_states
 from tests.simulation.consumer import SimFaustConsumer
 from tests.simulation.faults import (
@@ -116,6 +117,13 @@ async def _no_sleep(_seconds: float) -> None:
 SIM_BOUNDS = BatchBounds(max_records=3, max_bytes=4096, max_entities=40)
 #: The bytes of values all partitions' sub-batches may hold while applied at once.
 SIM_APPLY_BYTES = 1024
+#: Event-loop turns a quiesce round lets a member's put move with its intake
+#: idle before it gives up on it for that round.
+FEED_TURNS = 50
+#: The read-ahead budgets (REDSTRING_READ_AHEAD_BYTES), one per seed by its
+#: remainder (no draw from the schedule's generator): two or three values of
+#: the workloads' 300-750 bytes, about ten, and none to speak of.
+SIM_READ_AHEAD_BYTES = (1024, 4096, 1 << 30)
 
 
 class Member:
@@ -157,7 +165,16 @@ class Member:
         # Batches taken from the consumer are put here; its applier hands them
         # to the loop, the next one gathered while one is in flight
         # (streams.worker.intake), as the Faust agent does.
-        self.intake = Intake(self.loop, max_records=sim.rng.randint(1, sim.knobs.max_pending))
+        # The agent admits each value into the read-ahead budget before it
+        # puts it (Runtime.open_intake): what the applier takes, and what a
+        # rebalance drops, gives its bytes back.
+        self.read_ahead = ReadAhead(SIM_READ_AHEAD_BYTES[sim.seed % len(SIM_READ_AHEAD_BYTES)])
+        self.intake = Intake(
+            self.loop,
+            max_records=sim.rng.randint(1, sim.knobs.max_pending),
+            on_taken=partial(self.taken, sim),
+            on_dropped=self.give_back,
+        )
         self.applier: asyncio.Task[None] | None = None
         self.feeding: asyncio.Task[None] | None = None
         self.timer: asyncio.Task[None] | None = None
@@ -165,6 +182,41 @@ class Member:
         #: A rebalance this member has not learned of yet (a zombie until then).
         self.next_assignment: tuple[set[int], int] | None = None
         self.learns_at = 0
+
+    def give_back(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
+        self.read_ahead.release(batch_values_size(batch))
+
+    def taken(self, sim: Simulation, batch: Mapping[int, Sequence[RawRecord]]) -> None:
+        size, budget = batch_values_size(batch), self.read_ahead.max_bytes
+        if size > budget and sum(map(len, batch.values())) > 1:
+            sim.violations.append(
+                f"{self.name}'s applier took {size} bytes of values, over the "
+                f"read-ahead budget of {budget} (only one value alone may pass it)"
+            )
+        self.give_back(batch)
+
+    async def feed(self, batch: Mapping[int, list[RawRecord]], report: Report) -> None:
+        """The agent's side of a batch: each value admitted into the read-ahead
+        budget, in order, after a turn of the event loop; where admission
+        would wait, what was admitted so far is put first (Faust's
+        take_events hands its batch over at its timeout while our processor
+        waits), then the value waits its turn."""
+        gathered: dict[int, list[RawRecord]] = {}
+        budget = self.read_ahead
+        for partition, records in batch.items():
+            for record in records:
+                # Faust's stream gives the loop a turn before every value, so
+                # the applier may take a batch while values wait here.
+                await asyncio.sleep(0)
+                size = len(record.value) if record.value else 0
+                if gathered and budget.held and budget.held + size > budget.max_bytes:
+                    report.faults["read_ahead_cuts"] += 1
+                    await self.intake.put(gathered)
+                    gathered = {}
+                await budget.admit(size)
+                gathered.setdefault(partition, []).append(record)
+        if gathered:
+            await self.intake.put(gathered)
 
     def tasks(self) -> list[asyncio.Task[None]]:
         tasks = (self.applier, self.feeding, self.timer, self.recovery)
@@ -335,7 +387,7 @@ class Simulation:
         if batch and member.intake.applying:
             self.report.faults["gathered_while_applying"] += 1
         if batch:
-            member.feeding = asyncio.ensure_future(member.intake.put(batch))
+            member.feeding = asyncio.ensure_future(member.feed(batch, self.report))
 
     def tick(self, seconds: float) -> None:
         self.now += seconds
@@ -412,8 +464,7 @@ class Simulation:
                 member.consumer.fetch(self.knobs.max_chunk)
                 member.consumer.deliver(self.knobs.max_chunk)
                 self.take(member, self.knobs.max_batch)
-                if member.feeding is not None:
-                    await asyncio.gather(member.feeding, return_exceptions=True)
+                await self.drain(member)
                 await member.intake.join()
             self.tick(1.0)
             for member in self.members:
@@ -429,6 +480,23 @@ class Simulation:
                 await self.settle()
                 return
         raise self.fail(await self.describe_stall())
+
+    async def drain(self, member: Member) -> None:
+        """Let the member's put finish. It waits only for the applier (room in
+        the intake, or bytes given back to the read-ahead budget), so a put
+        still waiting with the intake idle will never end: a stall that the
+        round bound reports, not a hang of the test."""
+        feeding = member.feeding
+        while feeding is not None and not feeding.done():
+            await member.intake.join()
+            for _ in range(FEED_TURNS):
+                if feeding.done() or not member.intake.idle():
+                    break
+                await asyncio.sleep(0)
+            else:
+                return
+        if feeding is not None:
+            await asyncio.gather(feeding, return_exceptions=True)
 
     async def quiet(self) -> bool:
         if any(m.busy() or not m.consumer.idle() for m in self.members):
@@ -456,7 +524,9 @@ class Simulation:
             lines.append(
                 f"  {member.name}: assigned {sorted(c.assigned())}, positions {c.position}, "
                 f"read offsets {c.read_offset}, queued {len(c.queue)}, chunk {len(c.chunk)}, "
-                f"health {member.projector.health.reasons()}"
+                f"health {member.projector.health.reasons()}, read-ahead held "
+                f"{member.read_ahead.held} of {member.read_ahead.max_bytes} bytes, "
+                f"intake pending {member.intake.pending}"
             )
         return "\n".join(lines)
 
@@ -472,6 +542,12 @@ class Simulation:
         for member in self.members:
             if not member.projector.health.ready:
                 raise self.fail(f"{member.name} not ready: {member.projector.health.reasons()}")
+            if member.read_ahead.held:
+                # Everything admitted was taken or dropped: bytes still held
+                # are a leak that would, in time, stop the consumer.
+                raise self.fail(
+                    f"{member.name}'s read-ahead budget still holds {member.read_ahead.held} bytes"
+                )
 
 
 def simulate(workload: Workload, seed: int, knobs: Knobs | None = None) -> Report:

@@ -18,8 +18,10 @@ from streams.worker.projector import RawRecord
 from tests.simulation.runner import WEIGHTS, Knobs, SimulationFailure, simulate
 from tests.workloads import workload_from_seed
 
-#: Every mutation below is found in fewer seeds than this (most in the first few).
-SEEDS = 60
+#: Every mutation below is found in fewer seeds than this (most in the first
+#: few; (b), a crash between the two stores' units of work, at seed 61 since
+#: the agent's side gives the loop a turn before every value, as Faust does).
+SEEDS = 100
 
 
 def first_failure(knobs: Knobs | None = None) -> tuple[int, str]:

@@ -100,5 +100,6 @@ def test_the_worker_loop_converges_under_faults() -> None:
         "lost_commits",
         "transient_errors",
         "gathered_while_applying",
+        "read_ahead_cuts",
     ):
         assert totals[fault] > 0, f"the schedule never injected {fault}: {dict(totals)}"

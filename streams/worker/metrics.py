@@ -111,8 +111,8 @@ class Metrics:
         )
         self.intake_bytes = Histogram(
             "redstring_intake_bytes",
-            "Bytes of values per batch the consumer hands over (REDSTRING_READ_AHEAD_BYTES "
-            "bounds it)",
+            "Bytes of values per batch the applier takes from the intake "
+            "(REDSTRING_READ_AHEAD_BYTES bounds it)",
             registry=r,
             buckets=(1e4, 1e5, 1e6, 4e6, 8e6, 16e6, 32e6, 64e6, 128e6),
         )

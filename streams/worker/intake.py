@@ -45,7 +45,7 @@ class IntakeStopped(RuntimeError):
 class Intake:
     """Records handed over but not yet applied, and the task that applies
     them. ``on_taken`` is called with each batch as the applier takes it, before
-    it is applied (the read-ahead budget starts again from there);
+    it is applied (the read-ahead budget gets its bytes back);
     ``on_dropped`` with the records that waited and are dropped instead (a
     rebalance): they will never be taken, so whatever counted them must let
     go of them too, or an intake left empty could wait for room that never

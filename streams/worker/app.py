@@ -247,12 +247,8 @@ class Runtime:
         loop = await self.ready_loop()
 
         def taken(batch: Mapping[int, Sequence[RawRecord]]) -> None:
-            size = batch_values_size(batch)
-            read_ahead.release(size)
-            self.metrics.intake_bytes.observe(size)
-
-        def dropped(batch: Mapping[int, Sequence[RawRecord]]) -> None:
-            read_ahead.release(batch_values_size(batch))
+            read_ahead.give_back(batch)
+            self.metrics.intake_bytes.observe(batch_values_size(batch))
 
         intake = Intake(
             loop,
@@ -261,7 +257,7 @@ class Runtime:
             # Values a rebalance drops from the intake were admitted and will
             # never be taken: without this, a budget they filled would keep
             # the consumer from admitting anything once the intake is empty.
-            on_dropped=dropped,
+            on_dropped=read_ahead.give_back,
         )
         intake.start().add_done_callback(self._applier_ended)
         self.intake = intake

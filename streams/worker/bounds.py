@@ -199,3 +199,8 @@ class ReadAhead(_ByteBudget):
 
     async def admit(self, size: int) -> None:
         await self._hold(size)
+
+    def give_back(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
+        """``batch`` left the intake (taken by the applier, or dropped by a
+        rebalance): its values' bytes are free again."""
+        self.release(batch_values_size(batch))

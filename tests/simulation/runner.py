@@ -173,7 +173,7 @@ class Member:
             self.loop,
             max_records=sim.rng.randint(1, sim.knobs.max_pending),
             on_taken=partial(self.taken, sim),
-            on_dropped=self.give_back,
+            on_dropped=self.read_ahead.give_back,
         )
         self.applier: asyncio.Task[None] | None = None
         self.feeding: asyncio.Task[None] | None = None
@@ -183,9 +183,6 @@ class Member:
         self.next_assignment: tuple[set[int], int] | None = None
         self.learns_at = 0
 
-    def give_back(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
-        self.read_ahead.release(batch_values_size(batch))
-
     def taken(self, sim: Simulation, batch: Mapping[int, Sequence[RawRecord]]) -> None:
         size, budget = batch_values_size(batch), self.read_ahead.max_bytes
         if size > budget and sum(map(len, batch.values())) > 1:
@@ -193,7 +190,7 @@ class Member:
                 f"{self.name}'s applier took {size} bytes of values, over the "
                 f"read-ahead budget of {budget} (only one value alone may pass it)"
             )
-        self.give_back(batch)
+        self.read_ahead.give_back(batch)
 
     async def feed(self, batch: Mapping[int, list[RawRecord]], report: Report) -> None:
         """The agent's side of a batch: each value admitted into the read-ahead

@@ -27,7 +27,6 @@ from streams.worker.bounds import (
     BatchBounds,
     InFlight,
     ReadAhead,
-    batch_values_size,
     entity_bound,
     handle_bounded,
     sub_batches,
@@ -288,7 +287,7 @@ async def gather_batches(sizes: Sequence[int], pauses: Sequence[int]) -> list[li
 
     def on_taken(batch: Mapping[int, Sequence[RawRecord]]) -> None:
         taken.append([len(r.value or b"") for r in batch[0]])
-        read_ahead.release(batch_values_size(batch))
+        read_ahead.give_back(batch)
 
     intake = Intake(Writer(), max_records=len(sizes) + 1, on_taken=on_taken)
     intake.start()

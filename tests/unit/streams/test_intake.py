@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from streams.worker.bounds import ReadAhead, batch_values_size
+from streams.worker.bounds import ReadAhead
 from streams.worker.intake import Intake, IntakeStopped
 from streams.worker.projector import RawRecord
 
@@ -163,8 +163,8 @@ async def test_records_dropped_by_a_rebalance_give_their_budget_back() -> None:
     intake = Intake(
         handler,
         max_records=100,
-        on_taken=lambda batch: budget.release(batch_values_size(batch)),
-        on_dropped=lambda batch: budget.release(batch_values_size(batch)),
+        on_taken=budget.give_back,
+        on_dropped=budget.give_back,
     )
     intake.start()
     await budget.admit(2)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from contracts.ids import EntityId, TenantId
 from contracts.validation import (
@@ -28,6 +28,28 @@ PropertyValue: TypeAlias = (
     str | int | float | bool | list[str] | list[int] | list[float] | list[bool]
 )
 Properties: TypeAlias = dict[str, PropertyValue]
+
+
+_Value = TypeVar("_Value")
+#: Each frozen, slotted dataclass's slot setters, in field order.
+_SETTERS: dict[type, tuple[Callable[[object, object], None], ...]] = {}
+
+
+def _prechecked(cls: type[_Value], *values: object) -> _Value:
+    """An instance of the frozen, slotted dataclass ``cls`` holding ``values``
+    (its fields, in order), made without ``__init__`` and ``__post_init__``:
+    for the ``prechecked`` constructors below, whose callers have made every
+    check ``__post_init__`` would make. The slots' own setters are called,
+    which a frozen dataclass's ``__setattr__`` does not guard (about half
+    the time of ``object.__setattr__`` by name)."""
+    setters = _SETTERS.get(cls)
+    if setters is None:
+        names = cls.__slots__  # type: ignore[attr-defined]
+        setters = _SETTERS.setdefault(cls, tuple(cls.__dict__[n].__set__ for n in names))
+    made = object.__new__(cls)
+    for set_slot, value in zip(setters, values, strict=True):
+        set_slot(made, value)
+    return made
 
 
 def blocking_key(name: str) -> str:
@@ -52,6 +74,20 @@ class Entity:
         check_string(self.name, "entity name")
         check_type_name(self.type, "entity type")
         check_properties(self.properties, f"entity {self.id!r} properties")
+
+    @classmethod
+    def prechecked(
+        cls, tenant_id: TenantId, id: EntityId, name: str, type: str, properties: Properties
+    ) -> Entity:
+        """The entity of these fields, without ``__post_init__``'s checks: for
+        the fields of an ``ExtractedEntity`` that ``parse_event`` accepted,
+        whose validators make every one of them (and a stricter id check).
+        The graph fold builds each extracted entity this way: the checks cost
+        about a tenth of a worker's CPU per event, made a second time
+        (docs/performance.md, "The domain checks made once").
+        ``test_extracted_values_pass_the_domain_checks`` holds the event
+        contract to it."""
+        return _prechecked(cls, tenant_id, id, name, type, properties)
 
     @property
     def blocking_key(self) -> str:
@@ -92,6 +128,25 @@ class Relationship:
         if not (isinstance(self.confidence, int | float) and 0.0 <= self.confidence <= 1.0):
             raise ValueError(f"relationship confidence {self.confidence!r} is not in [0, 1]")
         check_properties(self.properties, f"relationship {self.key} properties")
+
+    @classmethod
+    def prechecked(
+        cls,
+        tenant_id: TenantId,
+        source_id: EntityId,
+        target_id: EntityId,
+        type: str,
+        confidence: float,
+        properties: Properties,
+    ) -> Relationship:
+        """The relationship of these fields, without ``__post_init__``'s checks
+        (see ``Entity.prechecked``): for an ``ExtractedRelationship`` that
+        ``parse_event`` accepted (its type, confidence and properties), between
+        two distinct ids of entities that exist (each was checked when it was
+        written). The graph fold writes only such edges: it collapses an edge
+        whose ends resolve to one entity and leaves out one with an end that
+        does not exist."""
+        return _prechecked(cls, tenant_id, source_id, target_id, type, confidence, properties)
 
     @property
     def key(self) -> RelationshipKey:
@@ -177,12 +232,23 @@ class VectorRecord:
             return cls(tenant_id, id, vector, metadata)
         check_id_text(id, "vector id")
         check_metadata(metadata, f"vector {id!r} metadata")
-        record = object.__new__(cls)
-        object.__setattr__(record, "tenant_id", tenant_id)
-        object.__setattr__(record, "id", id)
-        object.__setattr__(record, "vector", vector)
-        object.__setattr__(record, "metadata", metadata)
-        return record
+        return _prechecked(cls, tenant_id, id, vector, metadata)
+
+    @classmethod
+    def prechecked(
+        cls,
+        tenant_id: TenantId,
+        id: EntityId,
+        vector: tuple[float, ...],
+        metadata: dict[str, Any],
+    ) -> VectorRecord:
+        """The record of these fields, without ``__post_init__``'s checks (see
+        ``Entity.prechecked``): for the embedding an accepted
+        ``ExtractedEntity`` carries (at least one component, each a finite
+        float32 ``float``), under its id, with metadata of exact strings that
+        its validators checked (``projections.vector.vector_metadata``: its
+        type, its name and the document's id)."""
+        return _prechecked(cls, tenant_id, id, vector, metadata)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,13 +31,10 @@ from projections.records import Tally
 def _edge(
     tenant: TenantId, source: EntityId, target: EntityId, rel: ExtractedRelationship
 ) -> Relationship:
-    return Relationship(
-        tenant_id=tenant,
-        source_id=source,
-        target_id=target,
-        type=rel.type,
-        confidence=rel.confidence,
-        properties=dict(rel.properties),
+    # Only between two distinct entities that exist (the callers collapse or
+    # leave out the rest), so the event's checks are the edge's.
+    return Relationship.prechecked(
+        tenant, source, target, rel.type, rel.confidence, dict(rel.properties)
     )
 
 
@@ -183,7 +180,10 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         for part in chunks(extracted, self.chunk):
             await uow.upsert_entities(
                 tenant,
-                [Entity(tenant, EntityId(e.id), e.name, e.type, dict(e.properties)) for e in part],
+                [
+                    Entity.prechecked(tenant, EntityId(e.id), e.name, e.type, dict(e.properties))
+                    for e in part
+                ],
             )
         writer = _EdgeWriter(tenant, resolved, already, chunk=self.chunk)
         for event in events:

@@ -75,15 +75,15 @@ class VectorProjection(Fold[VectorUnitOfWork]):
                 raise DimensionMismatchError(
                     self.dimension, len(vector), f"entity {entity.id!r} embedding"
                 )
+            metadata = vector_metadata(entity, document_id)
             by_tenant.setdefault(tenant, []).append(
-                VectorRecord.from_floats(
-                    tenant_id=tenant,
-                    id=EntityId(entity.id),
-                    # A validated list[float] holds float instances only (pydantic
-                    # converts ints and float subclasses): float() would change
-                    # nothing, and cost a third of building the record.
-                    floats=vector if carried is not None else list(map(float, vector)),
-                    metadata=vector_metadata(entity, document_id),
+                # A carried embedding, its id and its metadata passed the event
+                # contract's checks, which are the record's (Float32: finite
+                # float instances); an embedder's output is checked here.
+                VectorRecord.prechecked(tenant, EntityId(entity.id), tuple(vector), metadata)
+                if carried is not None
+                else VectorRecord.from_floats(
+                    tenant, EntityId(entity.id), list(map(float, vector)), metadata
                 )
             )
         for tenant, records in by_tenant.items():

@@ -5,16 +5,30 @@ tests/unit/test_validation.py."""
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from contracts.domain import VectorRecord
+from contracts.domain import Entity, Relationship, VectorRecord
+from contracts.errors import InvalidEventError, SchemaVersionTooNewError
+from contracts.events import (
+    DocumentExtractedEvent,
+    EntitiesMergedEvent,
+    Event,
+    ExtractedRelationship,
+    parse_event,
+)
 from contracts.ids import EntityId, TenantId
 from contracts.validation import check_id_text, check_metadata_value
+from projections.vector import vector_metadata
+from tests.unit.test_event_parsing import document
 from tests.unit.test_validation import (
     FLOAT_OVERFLOW,
     Text,
@@ -109,3 +123,252 @@ def test_from_floats_does_not_convert() -> None:
     assert record == VectorRecord(TenantId("t"), EntityId("e"), (0.5, -0.0), {"a": "b"})
     with pytest.raises(AttributeError):
         record.id = EntityId("f")  # type: ignore[misc]
+
+
+# -- prechecked: the event contract makes the domain's checks ------------------------
+
+#: Entity fields as a producer might send them: mostly within the contract,
+#: up to its limits (a name of 8,192 characters, integers at 64 bits, any
+#: Unicode text), and now and then past them (blank names, lone surrogates,
+#: ids with invisible or outer whitespace, types outside the pattern, mixed
+#: lists), so that most events are accepted and the domain checks meet values
+#: near every edge the contract draws.
+_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=12)
+_odd_text = st.text(max_size=6) | st.sampled_from(["", " ", "\t\n", "\udc80", "a\x00", "a" * 8193])
+_names = _text.filter(str.strip) | st.sampled_from(["a" * 4096, "é" * 2048, " a ", "é a"])
+_ids = st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), min_size=1, max_size=4)
+_odd_ids = st.sampled_from(["", " a", "a\u200b", "x" * 257, "\x7f", "\udc80", "é"])
+_types = st.sampled_from(["Person", "R", "X_9", "Entity", "AliasId", "T" * 64])
+_odd_types = st.sampled_from(["bad type", "_x", "9a", "", "T" * 65]) | st.text(max_size=3)
+_keys = st.sampled_from(["k", "_x9", "K" * 64])
+_odd_keys = st.sampled_from(["bad key", "9", "", "é", "k" * 65]) | st.text(max_size=3)
+_numbers = st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+_scalars = st.one_of(_numbers, _text, st.booleans(), st.just("a" * 8192))
+_odd_scalars = st.one_of(
+    st.integers(2**63, 2**70), st.sampled_from(["a" * 8193, "\x00", "\udc80"]), st.none()
+)
+_lists = st.one_of(
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3),
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=3),
+    st.lists(_text, max_size=3),
+    st.lists(st.booleans()),
+)
+_odd_lists = st.lists(_scalars | _odd_scalars, max_size=3) | st.lists(
+    st.lists(_scalars), max_size=2
+)
+
+
+def _mostly(usual: st.SearchStrategy[Any], odd: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``usual``, and ``odd`` one time in 48: a document draws about thirty
+    fields, and most documents must be accepted for the domain checks to meet
+    their values."""
+    return st.integers(0, 47).flatmap(lambda n: odd if n == 47 else usual)
+
+
+def _often(draw: st.DrawFn, usual: st.SearchStrategy[Any], odd: st.SearchStrategy[Any]) -> Any:
+    return draw(_mostly(usual, odd))
+
+
+def _properties(draw: st.DrawFn) -> dict[str, Any]:
+    keys = [_often(draw, _keys, _odd_keys) for _ in range(draw(st.integers(0, 3)))]
+    return {k: _often(draw, _scalars | _lists, _odd_scalars | _odd_lists) for k in keys}
+
+
+@st.composite
+def _extraction(draw: st.DrawFn) -> bytes:
+    """A DocumentExtracted or EntitiesMerged event of drawn fields, as JSON (with
+    ``\\uXXXX`` escapes, so that lone surrogates reach the parser)."""
+    floats = st.floats(width=32, allow_nan=False, allow_infinity=False)
+    entities = [
+        {
+            "id": entity_id,
+            "name": _often(draw, _names, _odd_text),
+            "type": _often(draw, _types, _odd_types),
+            "properties": _properties(draw),
+            "embedding": _often(
+                draw, st.lists(floats, min_size=1, max_size=3), st.lists(st.floats(), max_size=2)
+            ),
+        }
+        for entity_id in draw(
+            st.lists(_mostly(_ids, _odd_ids), min_size=1, max_size=3, unique=True)
+        )
+    ]
+    # A document's edges join its own entities (the contract refuses others).
+    ends = sorted({e["id"] for e in entities})
+    relationships = [
+        {
+            "source": source,
+            "target": _often(draw, st.sampled_from([e for e in ends if e != source]), _odd_ids)
+            if len(ends) > 1
+            else draw(_odd_ids),
+            "type": _often(draw, _types, _odd_types),
+            "confidence": _often(draw, st.floats(0, 1), st.floats() | st.sampled_from([0, 1])),
+            "properties": _properties(draw),
+        }
+        for source in draw(st.lists(st.sampled_from(ends), max_size=3))
+    ]
+    if draw(st.booleans()):
+        kind = "DocumentExtracted"
+        payload: dict[str, Any] = {
+            "document_id": _often(draw, _ids, _odd_ids),
+            "extraction_model": "m",
+            "entities": entities,
+            "relationships": relationships,
+        }
+    else:
+        kind = "EntitiesMerged"
+        payload = {
+            "canonical_id": "c",
+            "absorbed_ids": ["d"],
+            "edges_to_remove": [],
+            "edges_to_add": relationships,
+        }
+    envelope = {
+        "event_id": "00000000-0000-0000-0000-000000000001",
+        "event_type": kind,
+        "schema_version": 1,
+        "tenant_id": "acme",
+        "occurred_at": "2026-11-01T09:00:00Z",
+        "producer": "test",
+        "payload": payload,
+    }
+    # NaN and the infinities come out as bare words, which JSON refuses: so
+    # does the contract.
+    return json.dumps(envelope).encode()
+
+
+def _domain_pairs(event: Event) -> list[tuple[Callable[[], object], Callable[[], object]]]:
+    """Each domain value the folds build from ``event`` without checks, as (the
+    checked constructor, the prechecked one), with the arguments the folds pass."""
+    tenant = event.tenant
+    pairs: list[tuple[Callable[[], object], Callable[[], object]]] = []
+    edges: Sequence[ExtractedRelationship] = ()
+    if isinstance(event, DocumentExtractedEvent):
+        payload = event.payload
+        edges = payload.relationships
+        for e in payload.entities:
+            fields = (tenant, EntityId(e.id), e.name, e.type, dict(e.properties))
+            pairs.append((partial(Entity, *fields), partial(Entity.prechecked, *fields)))
+            if e.embedding is None:
+                continue  # embedded by the worker, and checked (VectorRecord.from_floats)
+            record = (tenant, EntityId(e.id), tuple(e.embedding))
+            metadata = vector_metadata(e, payload.document_id)
+            pairs.append(
+                (
+                    partial(VectorRecord, *record, metadata),
+                    partial(VectorRecord.prechecked, *record, metadata),
+                )
+            )
+    elif isinstance(event, EntitiesMergedEvent):
+        edges = event.payload.edges_to_add
+    for r in edges:
+        # Between two distinct ids of existing entities: any such pair will
+        # do, since the ids were checked when those entities were written.
+        ends = (EntityId(r.source), EntityId(r.target))
+        if ends[0] == ends[1]:
+            ends = (EntityId("s"), EntityId("t"))
+        fields = (tenant, *ends, r.type, r.confidence, dict(r.properties))
+        pairs.append((partial(Relationship, *fields), partial(Relationship.prechecked, *fields)))
+    return pairs
+
+
+#: The domain values the property met, by type.
+ACCEPTED: Counter[str] = Counter()
+
+
+@given(raw=_extraction())
+@settings(max_examples=300)
+@example(raw=document('{"id": "a", "name": "%s", "type": "T", "embedding": [0.5]}' % ("é" * 8192)))
+def test_extracted_values_pass_the_domain_checks(raw: bytes) -> None:
+    """Whatever the event contract accepts, the domain constructors accept, and
+    make what ``prechecked`` makes: the folds build values from accepted
+    events without checking them again (contracts.domain)."""
+    try:
+        event = parse_event(raw)
+    except (InvalidEventError, SchemaVersionTooNewError):
+        return
+    for checked, prechecked in _domain_pairs(event):
+        made = prechecked()
+        assert checked() == made
+        assert [getattr(made, f) for f in made.__slots__] == [  # type: ignore[attr-defined]
+            getattr(checked(), f)
+            for f in made.__slots__  # type: ignore[attr-defined]
+        ]
+        ACCEPTED[type(made).__name__] += 1
+
+
+def test_the_drawn_events_are_often_accepted() -> None:
+    """The property above goes quiet if the events it draws are all refused:
+    it must meet each kind of domain value by the dozen."""
+    ACCEPTED.clear()
+    test_extracted_values_pass_the_domain_checks()
+    assert min(ACCEPTED[kind] for kind in ("Entity", "Relationship", "VectorRecord")) >= 12
+
+
+def _document_with(entity: dict[str, Any], edge: dict[str, Any] | None = None) -> bytes:
+    """A valid document of two entities and an edge, ``entity`` and ``edge``
+    overriding fields of the first entity and of the edge."""
+    entities = [{"id": "a", "name": "A", "type": "T"}, {"id": "b", "name": "B", "type": "T"}]
+    entities[0].update(entity)
+    edges = [{"source": "b", "target": "a", "type": "R", **(edge or {})}]
+    payload = {"document_id": "d", "extraction_model": "m", "entities": entities}
+    return document(payload=json.dumps({**payload, "relationships": edges}))
+
+
+_REFUSED_ENTITY_FIELDS = [
+    *({"name": name} for name in ["", " ", "\t\n", "a\x00", "\udc80", "a" * 8193]),
+    *({"type": kind} for kind in ["bad type", "9a", "", "T" * 65, "_x", "Pérson"]),
+    *(
+        {"properties": properties}
+        for properties in [
+            {"bad key": 1},
+            {"9": 1},
+            {"": 1},
+            {"k" * 65: 1},
+            {"k": 2**63},
+            {"k": -(2**63) - 1},
+            {"k": "a\x00"},
+            {"k": "\udc80"},
+            {"k": "a" * 8193},
+            {"k": [1, "a"]},
+            {"k": [1, 1.5]},
+            {"k": [[1]]},
+            {"k": None},
+            {"k": {"n": 1}},
+        ]
+    ),
+]
+_REFUSED_EDGE_FIELDS = [
+    *({"type": kind} for kind in ["bad type", "9a", "", "T" * 65, "_x"]),
+    {"confidence": -0.1},
+    {"confidence": 1.1},
+    {"source": "a", "target": "a"},
+    *(
+        field["properties"] and {"properties": field["properties"]}
+        for field in _REFUSED_ENTITY_FIELDS
+        if "properties" in field
+    ),
+]
+
+
+@pytest.mark.parametrize("field", _REFUSED_ENTITY_FIELDS, ids=repr)
+def test_what_entity_refuses_the_event_contract_refuses(field: dict[str, Any]) -> None:
+    """The other half of ``prechecked``'s warrant, value by value: each field
+    the domain constructor refuses is refused by the event contract first."""
+    entity = {"tenant_id": TenantId("acme"), "id": EntityId("a"), "name": "A", "type": "T"}
+    with pytest.raises(ValueError):
+        Entity(**{**entity, **field})
+    with pytest.raises(InvalidEventError):
+        parse_event(_document_with(field))
+
+
+@pytest.mark.parametrize("field", _REFUSED_EDGE_FIELDS, ids=repr)
+def test_what_relationship_refuses_the_event_contract_refuses(field: dict[str, Any]) -> None:
+    edge = {"tenant_id": TenantId("acme"), "source_id": "b", "target_id": "a", "type": "R"}
+    renamed = {
+        {"source": "source_id", "target": "target_id"}.get(k, k): v for k, v in field.items()
+    }
+    with pytest.raises(ValueError):
+        Relationship(**{**edge, **renamed})
+    with pytest.raises(InvalidEventError):
+        parse_event(_document_with({}, field))

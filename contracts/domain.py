@@ -84,7 +84,7 @@ class Entity:
         whose validators make every one of them (and a stricter id check).
         The graph fold builds each extracted entity this way: the checks cost
         about a tenth of a worker's CPU per event, made a second time
-        (docs/performance.md, "The domain checks made once").
+        (docs/adr/0019-checks-made-once.md).
         ``test_extracted_values_pass_the_domain_checks`` holds the event
         contract to it."""
         return _prechecked(cls, tenant_id, id, name, type, properties)

@@ -278,7 +278,8 @@ ACCEPTED: Counter[str] = Counter()
 
 @given(raw=_extraction())
 @settings(max_examples=300)
-@example(raw=document('{"id": "a", "name": "%s", "type": "T", "embedding": [0.5]}' % ("é" * 8192)))
+# The longest name the contract takes: its blocking key at the 4,096-byte bound.
+@example(raw=document('{"id": "a", "name": "%s", "type": "T", "embedding": [0.5]}' % ("é" * 2048)))
 def test_extracted_values_pass_the_domain_checks(raw: bytes) -> None:
     """Whatever the event contract accepts, the domain constructors accept, and
     make what ``prechecked`` makes: the folds build values from accepted
@@ -289,11 +290,7 @@ def test_extracted_values_pass_the_domain_checks(raw: bytes) -> None:
         return
     for checked, prechecked in _domain_pairs(event):
         made = prechecked()
-        assert checked() == made
-        assert [getattr(made, f) for f in made.__slots__] == [  # type: ignore[attr-defined]
-            getattr(checked(), f)
-            for f in made.__slots__  # type: ignore[attr-defined]
-        ]
+        assert checked() == made  # the same class, field by field
         ACCEPTED[type(made).__name__] += 1
 
 
@@ -343,15 +340,15 @@ _REFUSED_EDGE_FIELDS = [
     {"confidence": -0.1},
     {"confidence": 1.1},
     {"source": "a", "target": "a"},
-    *(
-        field["properties"] and {"properties": field["properties"]}
-        for field in _REFUSED_ENTITY_FIELDS
-        if "properties" in field
-    ),
+    *(field for field in _REFUSED_ENTITY_FIELDS if "properties" in field),
 ]
 
 
-@pytest.mark.parametrize("field", _REFUSED_ENTITY_FIELDS, ids=repr)
+def _short(field: dict[str, Any]) -> str:
+    return repr(field)[:40]
+
+
+@pytest.mark.parametrize("field", _REFUSED_ENTITY_FIELDS, ids=_short)
 def test_what_entity_refuses_the_event_contract_refuses(field: dict[str, Any]) -> None:
     """The other half of ``prechecked``'s warrant, value by value: each field
     the domain constructor refuses is refused by the event contract first."""
@@ -362,7 +359,7 @@ def test_what_entity_refuses_the_event_contract_refuses(field: dict[str, Any]) -
         parse_event(_document_with(field))
 
 
-@pytest.mark.parametrize("field", _REFUSED_EDGE_FIELDS, ids=repr)
+@pytest.mark.parametrize("field", _REFUSED_EDGE_FIELDS, ids=_short)
 def test_what_relationship_refuses_the_event_contract_refuses(field: dict[str, Any]) -> None:
     edge = {"tenant_id": TenantId("acme"), "source_id": "b", "target_id": "a", "type": "R"}
     renamed = {

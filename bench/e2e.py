@@ -1226,6 +1226,9 @@ async def run_suite(
                 report.notes.append(f"the replay phase failed: {type(exc).__name__}: {exc}")
                 print(f"  {report.notes[-1]}", file=sys.stderr)
         report.machine["load_at_end"] = round(os.getloadavg()[0], 1)
+        # Read again: a first run on a machine creates the peer's virtualenv
+        # only when its side starts, after the versions above were read.
+        report.machine["versions"].update(_versions())
     finally:
         if keep:
             print(f"kept topics, groups, tenants and schemas of run {bench.run}")

@@ -44,6 +44,10 @@ from streams.worker.sink import KafkaDeadLetterSink
 
 log = logging.getLogger("redstring.worker")
 
+#: How long a seek waits for the consumer thread to run it; longer means that
+#: thread's event loop is stuck or gone, and the worker is failing.
+SEEK_TIMEOUT_S = 30.0
+
 
 def _logged_at(message: Any) -> datetime | None:
     """A Faust message's Kafka timestamp (seconds since the epoch), if any."""
@@ -129,16 +133,58 @@ class FaustConsumer:
         await thread.call_thread(on_thread)
 
     async def seek(self, partition: int, offset: int) -> None:
-        # A plain seek: no stop_flow, whose getmany then seeks every partition
-        # to its committed offset. What Faust still gets wrong (records fetched
-        # before the seek delivered after it, re-fetched ones dropped) the loop
-        # notices and asks again (streams.worker.loop).
+        """Seek on the consumer's own thread, then set Faust's read offset.
+
+        A plain seek: no stop_flow, whose getmany then seeks every partition
+        to its committed offset. What Faust still gets wrong (records fetched
+        before the seek delivered after it, re-fetched ones dropped) the loop
+        notices and asks again (streams.worker.loop).
+
+        Not Faust's ``Consumer.seek``: it calls aiokafka's seek from this
+        thread, and aiokafka's ``Fetcher.seek_to`` deletes the partition's
+        fetched records while the consumer thread's ``fetched_records`` walks
+        them, a KeyError that crashed the fetcher and stopped the worker
+        (ADR 0006). Nor ``call_thread``: its two method-queue workers are the
+        ones that getmany and commits hold, so a seek would wait behind them.
+        A callback on the thread's event loop runs between two of its steps,
+        never inside one."""
+        thread = self.app.consumer._thread  # type: ignore[attr-defined]
+        tp = self._tp(partition)
+        here = asyncio.get_running_loop()
+        landed: asyncio.Future[None] = here.create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if landed.done():  # the wait below gave up
+                return
+            if error is None:
+                landed.set_result(None)
+            else:
+                landed.set_exception(error)
+
+        def on_thread() -> None:
+            error: BaseException | None = None
+            try:
+                thread._ensure_consumer().seek(tp, offset)
+            except Exception as exc:  # handed back to the caller's loop
+                error = exc
+            here.call_soon_threadsafe(settle, error)
+
         try:
-            await self.app.consumer.seek(self._tp(partition), offset)
-        except IllegalStateError:
+            thread.thread_loop.call_soon_threadsafe(on_thread)
+            await asyncio.wait_for(landed, SEEK_TIMEOUT_S)
+        except (IllegalStateError, ConsumerNotStarted):
             # Revoked between the loop's check and the consumer thread's seek:
             # the new owner seeks to the stores' position itself.
             log.info("seek of a partition no longer held", extra={"partition": partition})
+            return
+        except (RuntimeError, TimeoutError) as exc:  # a closed or stuck loop
+            raise RuntimeError(
+                f"the consumer thread did not seek partition {partition} to {offset} "
+                f"within {SEEK_TIMEOUT_S:.0f} s: {exc!r}"
+            ) from exc
+        # What Faust's Consumer.seek does after its seek: the fetch loop hands
+        # over only records at or above the read offset (None for 0).
+        self.app.consumer._read_offset[tp] = offset if offset else None  # type: ignore[attr-defined]
 
     def pause(self, partition: int) -> None:
         self.app.consumer.pause_partitions([self._tp(partition)])

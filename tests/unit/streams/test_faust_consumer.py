@@ -7,22 +7,29 @@ during a rebalance is dropped, not raised. The thread here is a stand-in that
 runs the call at once; the real one is exercised by tests/e2e.
 
 The fetch wait (FaustConsumer.set_fetch_wait) goes through the same thread, to
-the aiokafka fetcher that Faust built with a 1500 ms wait."""
+the aiokafka fetcher that Faust built with a 1500 ms wait.
+
+The seek runs on a real thread with its own event loop, as Faust's consumer
+thread does: aiokafka's seek called from the worker's thread raced the
+fetcher's walk over its fetched records (ADR 0006)."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 from aiokafka.consumer.fetcher import Fetcher
-from aiokafka.errors import CommitFailedError
+from aiokafka.errors import CommitFailedError, IllegalStateError
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 
+from streams.worker import app as worker_app
 from streams.worker.app import FaustConsumer
+from tests.consumer_thread import ConsumerThread
 
 
 class AIOKafkaConsumer:
@@ -132,3 +139,70 @@ async def test_a_consumer_not_started_leaves_the_assignment_path_alone(
     with caplog.at_level("INFO", logger="redstring.worker"):
         await worker.set_fetch_wait(200)
     assert "fetch wait not set" in caplog.text
+
+
+class SeekingConsumer:
+    """aiokafka's consumer, as far as a seek goes: where and on which thread."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.refuse = refuse
+        self.seeks: list[tuple[TopicPartition, int, int]] = []
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        if self.refuse:
+            raise IllegalStateError(f"No current assignment for partition {tp}")
+        self.seeks.append((tp, offset, threading.get_ident()))
+
+
+@pytest.fixture
+def seeker() -> Iterator[tuple[FaustConsumer, ConsumerThread, dict[TP, int | None]]]:
+    thread = ConsumerThread(SeekingConsumer())
+    app = thread.app()
+    yield FaustConsumer(app, "events"), thread, app.consumer._read_offset
+    thread.stop()
+
+
+async def test_a_seek_runs_on_the_consumer_thread_then_sets_fausts_read_offset(
+    seeker: tuple[FaustConsumer, ConsumerThread, dict[TP, int | None]],
+) -> None:
+    worker, thread, read_offset = seeker
+    await worker.seek(3, 42)
+    await worker.seek(1, 0)
+    assert [(tp, offset) for tp, offset, _ in thread.consumer.seeks] == [
+        (TP("events", 3), 42),
+        (TP("events", 1), 0),
+    ]
+    assert {ident for _, _, ident in thread.consumer.seeks} == {thread.ident}
+    assert thread.ident != threading.get_ident()
+    # Faust's Consumer.seek: a read offset of 0 is None, no floor at all.
+    assert read_offset == {TP("events", 3): 42, TP("events", 1): None}
+
+
+async def test_a_seek_of_a_partition_revoked_meanwhile_is_logged_and_sets_nothing(
+    seeker: tuple[FaustConsumer, ConsumerThread, dict[TP, int | None]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    worker, thread, read_offset = seeker
+    thread.consumer.refuse = True
+    with caplog.at_level("INFO", logger="redstring.worker"):
+        await worker.seek(3, 42)
+    assert "seek of a partition no longer held" in caplog.text
+    assert read_offset == {}
+
+
+async def test_a_consumer_thread_that_never_runs_the_seek_fails_it_in_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A loop that is not running takes the callback and never runs it.
+    thread = ConsumerThread(SeekingConsumer(), run=False)
+    app = thread.app()
+    monkeypatch.setattr(worker_app, "SEEK_TIMEOUT_S", 0.05)
+    try:
+        with pytest.raises(RuntimeError, match="did not seek partition 3 to 42"):
+            await FaustConsumer(app, "events").seek(3, 42)
+        thread.thread_loop.close()  # and a closed one refuses it at once
+        with pytest.raises(RuntimeError, match="did not seek partition 3 to 42"):
+            await FaustConsumer(app, "events").seek(3, 42)
+    finally:
+        thread.stop()
+    assert thread.consumer.seeks == []

@@ -413,7 +413,28 @@ def _faust_app(settings: Settings, instance_id: str | None) -> faust.App:
             "CLI's clients only)",
             extra={"properties": list(kafka.cli_only)},
         )
+    _keep_the_consumer_open_through_a_stopping_rebalance(app)
     return app
+
+
+def _keep_the_consumer_open_through_a_stopping_rebalance(app: faust.App) -> None:
+    """A rebalance that ends while the worker stops must not close the consumer.
+
+    Faust answers it (``App._on_rebalance_when_stopped``) with
+    ``consumer.close()``, which marks aiokafka's consumer closed and runs its
+    client's and coordinator's ``close`` on the worker's event loop, not the
+    consumer thread's: the coordinator's tasks on that thread went on
+    heartbeating a closed client, the thread's own ``consumer.stop()`` then
+    did nothing since the consumer was already marked closed, and the worker
+    never exited on SIGTERM (ADR 0006). Doing nothing leaves the consumer to
+    its thread, which stops it when Faust stops the thread, as at any other
+    shutdown; the records of that rebalance are never applied (the agent is
+    stopping), so nothing is lost."""
+
+    def on_rebalance_when_stopped() -> None:
+        log.info("a rebalance ended while stopping: the consumer's thread stops the consumer")
+
+    app._on_rebalance_when_stopped = on_rebalance_when_stopped  # type: ignore[method-assign]
 
 
 def _events_topic(app: faust.App, settings: Settings) -> Any:

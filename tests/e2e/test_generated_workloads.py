@@ -9,7 +9,11 @@ retries), with every record once or every record twice in a row:
 - backlog: everything is published with a plain producer (keyed by tenant),
   then one worker is started, as in the issue's report;
 - live: a worker runs while the records are published in paced chunks; half
-  way it is killed with SIGKILL and started again, and publishing goes on.
+  way it is killed with SIGKILL and started again, and publishing goes on;
+- rebalance: the group changes under the paced publishing, a rebalance at
+  each step: a second worker joins after a third of the records, the first
+  is killed with SIGKILL after two thirds and a third worker joins, and the
+  second leaves (SIGTERM) while the last records arrive.
 
 Then both stores' positions must reach the log end on every partition (a
 stall, or no movement for a while, fails with the lag, the stores' positions
@@ -62,6 +66,7 @@ CASES = [
     ("backlog", "twice"),
     ("live", "none"),
     ("live", "twice"),
+    ("rebalance", "twice"),
 ]
 
 
@@ -76,13 +81,14 @@ async def _publish(settings: Settings, records: Sequence[WorkloadRecord]) -> lis
 
 
 async def _publish_paced(
-    settings: Settings, records: Sequence[WorkloadRecord], worker: WorkerProcess
+    settings: Settings, records: Sequence[WorkloadRecord], *workers: WorkerProcess
 ) -> list[tuple[int, int]]:
-    """In chunks, a pause apart, so that the worker consumes while records arrive."""
+    """In chunks, a pause apart, so that the workers consume while records arrive."""
     positions: list[tuple[int, int]] = []
     for start in range(0, len(records), 60):
         positions.extend(await _publish(settings, records[start : start + 60]))
-        worker.assert_alive()
+        for worker in workers:
+            worker.assert_alive()
         await asyncio.sleep(0.2)  # pacing only: nothing waits on this
     return positions
 
@@ -96,7 +102,7 @@ def _readyz(worker: WorkerProcess) -> str:
 
 
 async def _projected(
-    deployment: Deployment, stores: Stores, workload: Workload, worker: WorkerProcess
+    deployment: Deployment, stores: Stores, workload: Workload, workers: Sequence[WorkerProcess]
 ) -> dict[str, dict[int, int]]:
     """Wait until both stores need nothing below the log end of any partition.
     Fails after WITHIN seconds, or as soon as a partition behind its log end
@@ -121,7 +127,8 @@ async def _projected(
                 behind[p] = end - min(here)
         if not behind:
             return positions
-        worker.assert_alive()
+        for worker in workers:
+            worker.assert_alive()
         stalled = {p: round(now - moved[p]) for p in behind if now - moved[p] > STALL}
         if stalled or now - started > WITHIN:
             what = (
@@ -132,7 +139,10 @@ async def _projected(
             raise AssertionError(
                 f"{what}; lag per partition {behind} (log ends {ends}); next needed offsets "
                 f"graph {positions['graph']} vector {positions['vector']}; "
-                f"/readyz {_readyz(worker)}; worker log {worker.log_path}:\n{worker.tail(25)}"
+                + "; ".join(
+                    f"{w.worker_id}: /readyz {_readyz(w)}; worker log {w.log_path}:\n{w.tail(25)}"
+                    for w in workers
+                )
             )
         await asyncio.sleep(0.25)  # polling interval
 
@@ -197,6 +207,30 @@ def _dead_letter_problems(settings: Settings, workload: Workload) -> list[str]:
     return problems
 
 
+async def _publish_under_rebalances(
+    deployment: Deployment, stores: Stores, workload: Workload
+) -> tuple[list[tuple[int, int]], list[WorkerProcess]]:
+    """The rebalance mode's publishing (module docstring); the workers left running."""
+    settings = deployment.settings
+    records = workload.records
+    third = len(records) // 3
+    w1, w2, w3 = (deployment.worker(name) for name in ("w1", "w2", "w3"))
+    w1.start()
+    await asyncio.to_thread(w1.wait_ready)
+    positions = await _publish_paced(settings, records[:third], w1)
+    w2.start()  # joins: the group rebalances under the publishing
+    positions += await _publish_paced(settings, records[third : 2 * third], w1, w2)
+    w1.kill9()  # a member vanishes without leaving: the group waits out its session
+    w3.start()
+    half_of_rest = 2 * third + (len(records) - 2 * third) // 2
+    positions += await _publish_paced(settings, records[2 * third : half_of_rest], w2, w3)
+    stopped = await asyncio.to_thread(w2.stop)  # leaves cleanly, mid-publishing
+    assert stopped == 0, f"w2 exited with {stopped} on SIGTERM:\n{w2.tail(25)}"
+    positions += await _publish_paced(settings, records[half_of_rest:], w3)
+    print("w2 joined, w1 killed -9, w3 joined, w2 stopped")
+    return positions, [w3]
+
+
 @pytest.mark.parametrize(("mode", "duplication"), CASES, ids=[f"{m}-{d}" for m, d in CASES])
 async def test_generated_workload(
     mode: str, duplication: str, deployment: Deployment, stores: Stores
@@ -227,10 +261,11 @@ async def test_generated_workload(
     settings = deployment.settings
     started = time.monotonic()
     worker = deployment.worker("w1")
+    running = [worker]
     if mode == "backlog":
         positions = await _publish(settings, workload.records)
         worker.start()
-    else:
+    elif mode == "live":
         worker.start()
         await asyncio.to_thread(worker.wait_ready)
         half = len(workload.records) // 2
@@ -250,18 +285,20 @@ async def test_generated_workload(
         worker.start()
         print(f"killed -9 with {killed_at} records projected, restarted")
         positions += await _publish_paced(settings, workload.records[half:], worker)
+    else:
+        positions, running = await _publish_under_rebalances(deployment, stores, workload)
     assert positions == workload.positions(), (
         "the records did not land where the workload's partitioner and offsets say"
     )
     assert high_watermarks(settings, deployment.partitions) == workload.log_ends()
 
-    final = await _projected(deployment, stores, workload, worker)
+    final = await _projected(deployment, stores, workload, running)
     caught_up = time.monotonic()
     problems = await _wrong_tenants(stores, workload)
     problems += await asyncio.to_thread(_dead_letter_problems, settings, workload)
     print(
         f"{mode}-{duplication}: caught up {caught_up - started:.1f}s after the first record "
         f"was sent, at {final['graph']}; judged in {time.monotonic() - caught_up:.1f}s; "
-        f"/readyz {_readyz(worker)}"
+        + ", ".join(f"{w.worker_id} /readyz {_readyz(w)}" for w in running)
     )
     assert not problems, "\n".join(problems)

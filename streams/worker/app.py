@@ -29,6 +29,7 @@ from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from streams.kafka import lenient_records
 from streams.kafka.config import client_configs, faust_credentials
 from streams.kafka.probe import RecordProbe
 from streams.kafka.topics import check_topics
@@ -50,9 +51,20 @@ SEEK_TIMEOUT_S = 30.0
 
 
 def _logged_at(message: Any) -> datetime | None:
-    """A Faust message's Kafka timestamp (seconds since the epoch), if any."""
+    """A Faust message's Kafka timestamp (seconds since the epoch), if any.
+
+    A producer sets it on a topic with ``CreateTime`` (docs/events.md), up to
+    what the broker's ``message.timestamp.after.max.ms`` allows: past the
+    year 9999 it is read as the latest time there is, so a control event in
+    that record is refused by its age check instead of crashing the agent
+    (``fromtimestamp`` raises) or going unjudged."""
     stamp = getattr(message, "timestamp", None)
-    return datetime.fromtimestamp(stamp, UTC) if stamp and stamp > 0 else None
+    if not stamp or stamp <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(stamp, UTC)
+    except (ValueError, OverflowError, OSError):
+        return datetime.max.replace(tzinfo=UTC)
 
 
 class FaustConsumer:
@@ -364,6 +376,9 @@ class Runtime:
 def build_app(settings: Settings, *, instance_id: str | None = None) -> tuple[faust.App, Runtime]:
     """The worker: a Faust app whose one agent hands batches to the runtime,
     with the timers and the HTTP pages around it."""
+    # A header name that is not UTF-8 crashed aiokafka's fetcher (any
+    # producer can send one): read it leniently instead.
+    lenient_records.install()
     app = _faust_app(settings, instance_id)
     topic = _events_topic(app, settings)
     runtime = Runtime(app, settings)

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from contracts import signing
-from contracts.events import event_to_json, make_event
+from contracts.events import event_headers, event_to_json, make_event
 from contracts.ids import TenantId
 from streams.kafka.dead_letters import read_letters
 from streams.kafka.partitioning import partition_for
@@ -28,8 +28,9 @@ from streams.kafka.producer import AsyncProducer
 from streams.wiring import Stores
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import Counters, Flow, progress, wait_for_progress
-from tests.e2e.histories import assert_matches_oracle, generate, publish
+from tests.e2e.histories import POISON, assert_matches_oracle, generate, publish
 from tests.e2e.workers import ROOT, WorkerProcess, caught_up, high_watermarks
+from tests.raw_headers import RawName, aiokafka_sends_raw_names
 from tests.scenarios.histories import LogBuilder, Record
 
 pytestmark = pytest.mark.services
@@ -259,6 +260,62 @@ async def test_poison_events_and_redrive_after_a_fix(
     again = read_letters(deployment.settings)
     assert len(again) == 5
     assert again[-1].key == t.encode() and "unsigned" in again[-1].reason
+
+
+#: Headers a producer may send beside any event: names that are not UTF-8
+#: (Kafka's protocol says a header name is UTF-8; librdkafka's C API,
+#: franz-go and sarama send any bytes), an empty one, a long one, and trace
+#: context that is not trace context.
+HOSTILE_HEADERS: list[tuple[str, bytes | None]] = [
+    (RawName(b"\xff\xfe"), b"x"),
+    (RawName(b""), None),
+    (RawName(b"\xc3\x28" * 200), b"z" * 5000),
+    (RawName(b"trace\xffparent"), b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+    ("traceparent", b"\xff\x00 not a trace"),
+    ("tracestate", b"\xff"),
+]
+
+
+async def test_headers_of_any_bytes_are_no_reason_to_stop(
+    deployment: Deployment, stores: Stores
+) -> None:
+    """Every record carries the hostile headers above, sent as raw bytes.
+    aiokafka refuses a record whose header name is not UTF-8 (it decodes
+    names strictly), and that exception, raised in its fetcher, crashed the
+    worker's consumer: no worker could read the partition past it. The
+    worker reads header names leniently (docs/adr/0020); the events are
+    applied, and the poison dead-lettered, as if the headers were not there."""
+    from aiokafka import AIOKafkaProducer
+
+    records = generate(deployment.tenant("hdr"), _tenants(deployment, 3), 150, seed=17)
+    worker = deployment.worker("w1", OTEL_TRACES_EXPORTER="console").start()
+    await asyncio.to_thread(worker.wait_ready)
+    settings = deployment.settings
+    with aiokafka_sends_raw_names():
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, linger_ms=20)
+        await producer.start()
+        try:
+            sent = []
+            for _, key, event in records:
+                tenant = event.tenant_id if event is not None else key
+                where = 0 if tenant is None else partition_for(tenant, deployment.partitions)
+                sent.append(
+                    await producer.send(
+                        settings.topic,
+                        POISON if event is None else event_to_json(event),
+                        key=None if tenant is None else tenant.encode(),
+                        partition=where,
+                        headers=[*(event_headers(event) if event else []), *HOSTILE_HEADERS],
+                    )
+                )
+            await asyncio.gather(*sent)
+        finally:
+            await producer.stop()
+    await deployment.caught_up(stores, workers={"w1": worker}, within=300)
+    await assert_matches_oracle(stores, records, "hostile headers")
+    worker.assert_alive()
+    poison = sum(1 for _, _, event in records if event is None)
+    assert len(read_letters(settings)) == poison
 
 
 async def _logged(worker: WorkerProcess, text: str, *, after: int, within: float) -> None:

@@ -21,6 +21,7 @@ from projections.records import LogRecord
 from streams.kafka.partitioning import partition_for
 from streams.ops.dry_run import fold_lines
 from streams.settings import Settings
+from streams.worker.app import _logged_at
 from streams.worker.decode import decode
 from streams.worker.projector import RawRecord
 from tests.scenarios.oracle import Oracle
@@ -146,6 +147,31 @@ def test_the_window_is_judged_against_the_record_timestamp() -> None:
         occurred_at=WHEN,
     )
     signing.check_age(document, WHEN + 100 * DAY, DAY)  # ordinary events: never
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        (None, None),
+        (-0.001, None),  # Kafka's "no timestamp" is -1 ms
+        (0, None),
+        (WHEN.timestamp(), WHEN),
+        (253402300800.0, datetime.max.replace(tzinfo=UTC)),  # the year 10000
+        (2.0**62 / 1000, datetime.max.replace(tzinfo=UTC)),
+    ],
+)
+def test_a_record_timestamp_past_the_year_9999_is_the_latest_time_there_is(
+    seconds: float | None, expected: datetime | None
+) -> None:
+    # A producer sets it on a CreateTime topic, up to what the broker allows;
+    # datetime.fromtimestamp raised past 9999, in the agent (streams.worker.app).
+    message = type("Message", (), {"timestamp": seconds})()
+    logged_at = _logged_at(message)
+    assert logged_at == expected
+    if expected is not None and expected.year == 9999:
+        event = signing.sign(erase(), OLD, topic_id=TOPIC)
+        with pytest.raises(SignatureError, match="too old"):  # judged, and refused
+            signing.check_age(event, logged_at, DAY)
 
 
 def test_a_rebuild_years_later_reaches_the_verdicts_of_the_first_read() -> None:

@@ -15,6 +15,7 @@ fetcher's walk over its fetched records (ADR 0006)."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -27,8 +28,9 @@ from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 
+from streams.settings import Settings
 from streams.worker import app as worker_app
-from streams.worker.app import FaustConsumer
+from streams.worker.app import FaustConsumer, build_app
 from tests.consumer_thread import ConsumerThread
 
 
@@ -206,3 +208,16 @@ async def test_a_consumer_thread_that_never_runs_the_seek_fails_it_in_time(
     finally:
         thread.stop()
     assert thread.consumer.seeks == []
+
+
+def test_the_pinned_faust_has_what_the_seek_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    # FaustConsumer.seek reaches past Faust's API: its consumer thread's event
+    # loop and aiokafka consumer, and the read offsets Consumer.seek sets. A
+    # Faust that renames them fails here, not in a worker.
+    monkeypatch.setenv("REDSTRING_KAFKA_BOOTSTRAP", "localhost:9")
+    app, _runtime = build_app(Settings())
+    consumer: Any = app.consumer
+    assert isinstance(consumer._thread.thread_loop, asyncio.AbstractEventLoop)
+    assert callable(consumer._thread._ensure_consumer)
+    assert isinstance(consumer._read_offset, dict)
+    assert "self._read_offset[ensure_TP(partition)]" in inspect.getsource(type(consumer).seek)

@@ -1,7 +1,8 @@
 """Records whose header names are not UTF-8, read instead of refused.
 
 Kafka's protocol makes a header name a UTF-8 string, but nothing checks it:
-librdkafka (and so confluent-kafka) sends whatever bytes a producer gives.
+librdkafka's C API (kcat, confluent-kafka-go), franz-go and sarama send
+whatever bytes a producer gives (confluent-kafka's Python client does not).
 aiokafka decodes the names strictly, in its C record reader and in its
 Python one alike, so one such record raised ``UnicodeDecodeError`` inside
 the fetcher, which crashed Faust's consumer: the worker stopped applying,

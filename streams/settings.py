@@ -207,6 +207,13 @@ class Settings(BaseSettings):
         gt=0,
         description="Consumer group session timeout; a dead worker's partitions wait this long.",
     )
+    transaction_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="Longest a transaction may run in Neo4j, or sit idle inside one in Postgres, "
+        "before the server ends it and releases its locks: bounds how long a frozen worker "
+        "holds its partitions from their next owner. Keep it well above a batch's writes.",
+    )
     worker_id: str | None = Field(
         None, description="Static group membership id (stable per worker, e.g. the pod name)."
     )

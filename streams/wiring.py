@@ -86,7 +86,8 @@ async def open_stores(settings: Settings) -> Stores:
         settings: The ``REDSTRING_*`` configuration: ``neo4j_uri``,
             ``neo4j_user``, ``neo4j_password``, ``neo4j_database``,
             ``pg_dsn``, ``pg_schema``, ``embedding_model``,
-            ``embedding_dimension`` and ``max_alias_depth``.
+            ``embedding_dimension``, ``max_alias_depth`` and
+            ``transaction_timeout_s``.
 
     Returns:
         ``Stores`` holding the open ``graph`` and ``vector`` stores and the
@@ -188,6 +189,7 @@ async def _open(settings: Settings, *, read_only: bool) -> Stores:
             database=settings.neo4j_database,
             max_alias_depth=settings.max_alias_depth,
             read_only=read_only,
+            transaction_timeout=settings.transaction_timeout_s,
         )
         stack.push_async_callback(graph.aclose)
         vector = await PgVectorStore.open(
@@ -196,6 +198,7 @@ async def _open(settings: Settings, *, read_only: bool) -> Stores:
             schema=settings.pg_schema,
             max_alias_depth=settings.max_alias_depth,
             read_only=read_only,
+            transaction_timeout=settings.transaction_timeout_s,
         )
         stack.push_async_callback(vector.aclose)
     except BaseException:

@@ -17,7 +17,10 @@ Error policy:
   surfaces as ``TransientStoreError`` and the transaction is rolled back; the
   caller (the projector agent) retries the whole batch, which the checkpoint
   fence makes safe even when a commit's outcome was unknown.
-- A ``ClientError`` (a value the database refuses) is permanent:
+- A transaction the server ended (it outlived its timeout, or an
+  administrator terminated it) is transient too: nothing of it was committed,
+  and a new one may well finish (docs/adr/0021-transaction-bounds.md).
+- Any other ``ClientError`` (a value the database refuses) is permanent:
   ``PermanentStoreError`` naming the tenant and the ids of the call.
 - Anything else (a server bug, a closed driver) propagates unchanged.
 """
@@ -30,12 +33,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString, Protocol
 
-from neo4j import AsyncDriver, AsyncTransaction, Record, RoutingControl
+from neo4j import AsyncDriver, AsyncTransaction, Query, Record, RoutingControl
 from neo4j.exceptions import ClientError, DriverError, IncompleteCommit, Neo4jError
 
 from contracts.errors import PermanentStoreError, TransientStoreError
 
 _IDS_SHOWN = 20
+
+# The server ended the transaction and released its locks; the driver calls
+# these client errors because retrying with the same timeout may end the same
+# way, but a unit of work retried from the stores' checkpoints is safe.
+_ENDED_BY_SERVER = frozenset(
+    {
+        "Neo.ClientError.Transaction.TransactionTimedOut",
+        "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration",
+        "Neo.ClientError.Transaction.Terminated",
+        "Neo.ClientError.Transaction.LockClientStopped",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +78,11 @@ def translate(exc: Neo4jError | DriverError, blame: Blame) -> Exception:
     # skips whatever did commit.
     if exc.is_retryable() or isinstance(exc, IncompleteCommit):
         return TransientStoreError(f"neo4j is briefly unavailable ({blame}): {exc}")
+    if isinstance(exc, Neo4jError) and exc.code in _ENDED_BY_SERVER:
+        return TransientStoreError(
+            f"neo4j ended the transaction ({blame}): {exc.code}; if a batch's writes "
+            "outlive REDSTRING_TRANSACTION_TIMEOUT_S, raise it or lower REDSTRING_BATCH_SIZE"
+        )
     if isinstance(exc, ClientError):
         return PermanentStoreError(f"neo4j refused {blame}: {exc.code}: {exc.message}")
     return exc
@@ -105,8 +125,10 @@ class ManagedRunner:
         holders: set[asyncio.Task[Any]],
         *,
         read_only: bool = False,
+        transaction_timeout: float | None = None,
     ) -> None:
         self._driver = driver
+        self._timeout = transaction_timeout
         self._database = database
         self._holders = holders
         self._closed = False
@@ -136,7 +158,7 @@ class ManagedRunner:
             )
         try:
             records, _, _ = await self._driver.execute_query(
-                query,
+                Query(query, timeout=self._timeout),
                 params,
                 database_=self._database,
                 routing_=RoutingControl.WRITE

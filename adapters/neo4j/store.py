@@ -9,7 +9,9 @@ partition (a zombie worker and its successor) run one after the other
 and the checkpoint is compared and advanced under that lock. The same first
 statement reads the partition's checkpoint and rebuild markers, which the unit
 of work then serves from memory; its checkpoint advance and applied event ids
-are written by one statement just before commit (ADR 0004).
+are written by one statement just before commit (ADR 0004). Every transaction
+carries the store's ``transaction_timeout``, so that a frozen process's lock
+is released by the server (ADR 0021).
 
 ``open(..., read_only=True)`` opens a reader: nothing is created, the schema
 is checked instead (read_only.py), every statement runs in read access mode,
@@ -56,11 +58,19 @@ class Neo4jGraphStore(ClosingContext):
         owns_driver: bool = True,
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
         read_only: bool = False,
+        transaction_timeout: float | None = None,
     ) -> None:
         # Tasks inside a unit of work: a direct write from one would wait on
         # locks its own transaction holds.
         self._holders: set[asyncio.Task[Any]] = set()
-        self._managed = ManagedRunner(driver, database, self._holders, read_only=read_only)
+        self._managed = ManagedRunner(
+            driver,
+            database,
+            self._holders,
+            read_only=read_only,
+            transaction_timeout=transaction_timeout,
+        )
+        self._transaction_timeout = transaction_timeout
         self._read_only = read_only
         # Each of its statements is a transaction of its own, so one view
         # serves every direct call.
@@ -80,6 +90,7 @@ class Neo4jGraphStore(ClosingContext):
         database: str = DEFAULT_DATABASE,
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
         read_only: bool = False,
+        transaction_timeout: float | None = None,
         **driver_config: Any,
     ) -> Self:
         """Connect, bootstrap the schema (idempotent), and return the store;
@@ -112,6 +123,14 @@ class Neo4jGraphStore(ClosingContext):
                 online; every statement runs in read access mode; writes
                 and ``unit_of_work`` raise ``ReadOnlyStoreError`` without
                 reaching Neo4j (docs/adr/0016-read-only-open.md).
+            transaction_timeout: Seconds after which the server ends any
+                transaction of this store, a unit of work or a direct
+                call, and releases its locks (default ``None``: the
+                server's ``db.transaction.timeout``;
+                ``REDSTRING_TRANSACTION_TIMEOUT_S``). Bounds how long a
+                frozen process can hold a partition from its next owner
+                (docs/adr/0021-transaction-bounds.md); a transaction that
+                outlives it fails with ``TransientStoreError``.
             **driver_config: Passed to ``neo4j.AsyncGraphDatabase.driver``
                 (e.g. ``max_connection_pool_size=50``,
                 ``connection_timeout=5.0``). Schema notifications are off
@@ -153,7 +172,13 @@ class Neo4jGraphStore(ClosingContext):
         except BaseException:
             await driver.close()
             raise
-        return cls(driver, database, max_alias_depth=max_alias_depth, read_only=read_only)
+        return cls(
+            driver,
+            database,
+            max_alias_depth=max_alias_depth,
+            read_only=read_only,
+            transaction_timeout=transaction_timeout,
+        )
 
     @property
     def max_alias_depth(self) -> int:
@@ -192,7 +217,7 @@ class Neo4jGraphStore(ClosingContext):
         try:
             async with self._driver.session(database=self._database) as session:
                 try:
-                    tx = await session.begin_transaction()
+                    tx = await session.begin_transaction(timeout=self._transaction_timeout)
                 except (Neo4jError, DriverError) as exc:
                     raise translate(exc, Blame("begin a unit of work")) from exc
                 runner = TransactionRunner(tx)

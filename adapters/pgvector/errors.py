@@ -49,7 +49,8 @@ def breaks_connection(error: BaseException) -> bool:
     """Whether the connection that raised ``error`` is no use any more."""
     if isinstance(error, asyncpg.PostgresError):
         state = getattr(error, "sqlstate", None) or ""
-        return state.startswith("08") or state in {"57P01", "57P02", "57P03"}
+        # 25P03: the server ended a session left idle in a transaction.
+        return state.startswith("08") or state in {"25P03", "57P01", "57P02", "57P03"}
     if isinstance(error, _InputError):
         return False
     if isinstance(error, asyncpg.exceptions._base.InternalClientError):

@@ -131,6 +131,7 @@ class PgVectorStore(ClosingContext):
         retry: RetryPolicy | None = None,
         max_alias_depth: int = DEFAULT_MAX_ALIAS_DEPTH,
         read_only: bool = False,
+        transaction_timeout: float | None = None,
     ) -> PgVectorStore:
         """Migrate ``schema`` (idempotent; safe from several workers at once),
         check or record ``identity`` (``EmbeddingIdentityMismatchError`` if the
@@ -175,6 +176,14 @@ class PgVectorStore(ClosingContext):
                 ``identity``; writes and ``unit_of_work`` raise
                 ``ReadOnlyStoreError`` without reaching Postgres
                 (docs/adr/0016-read-only-open.md).
+            transaction_timeout: Seconds a pooled connection may sit idle
+                inside a transaction before Postgres ends its session and
+                releases its locks (``idle_in_transaction_session_timeout``;
+                default ``None``: the server's setting;
+                ``REDSTRING_TRANSACTION_TIMEOUT_S``). Bounds how long a
+                frozen process can hold a partition from its next owner
+                (docs/adr/0021-transaction-bounds.md); the unit of work it
+                ends fails with ``TransientStoreError``.
 
         Returns:
             The open ``PgVectorStore``, an async context manager.
@@ -230,6 +239,11 @@ class PgVectorStore(ClosingContext):
 
         extension_schema = await with_retries(policy, bootstrap)
         settings = {"search_path": quote_identifier(extension_schema), **session}
+        if transaction_timeout is not None:
+            # A session frozen inside a transaction is idle to the server.
+            settings["idle_in_transaction_session_timeout"] = str(
+                max(1, round(transaction_timeout * 1000))
+            )
         if hnsw:
             # Keep scanning the index until k rows pass the tenant filter
             # (pgvector >= 0.8); a session default, so every query gets it.

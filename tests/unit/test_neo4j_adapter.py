@@ -108,8 +108,24 @@ def _server(code: str) -> Neo4jError:
         ServiceUnavailable("no route"),
         SessionExpired("gone"),
         IncompleteCommit("unknown outcome"),
+        # The server ended the transaction (ADR 0021): the driver calls these
+        # client errors, yet nothing of the unit of work was committed.
+        _server("Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"),
+        _server("Neo.ClientError.Transaction.TransactionTimedOut"),
+        _server("Neo.ClientError.Transaction.Terminated"),
+        _server("Neo.ClientError.Transaction.LockClientStopped"),
     ],
-    ids=["deadlock", "unavailable", "service-unavailable", "session-expired", "incomplete"],
+    ids=[
+        "deadlock",
+        "unavailable",
+        "service-unavailable",
+        "session-expired",
+        "incomplete",
+        "timed-out-by-client-config",
+        "timed-out",
+        "terminated",
+        "lock-client-stopped",
+    ],
 )
 def test_transient_failures_become_transient_store_errors(error: Exception) -> None:
     assert isinstance(translate(error, Blame("upsert")), TransientStoreError)  # type: ignore[arg-type]

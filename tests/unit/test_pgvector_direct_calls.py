@@ -75,9 +75,13 @@ def _serialization() -> asyncpg.PostgresError:
 
 
 async def test_a_transient_failure_is_retried_until_it_passes() -> None:
-    conn = _Connection(_serialization(), OSError("reset"), {"topic_id": "id-1", "last_offset": 7})
+    # 25P03: the server ended a session left idle in a transaction (ADR 0021).
+    idle = asyncpg.exceptions.IdleInTransactionSessionTimeoutError("idle too long")
+    conn = _Connection(
+        _serialization(), OSError("reset"), idle, {"topic_id": "id-1", "last_offset": 7}
+    )
     assert await _store(conn).checkpoint(P) == 7
-    assert len(conn.calls) == 3
+    assert len(conn.calls) == 4
 
 
 @pytest.mark.parametrize("write", [False, True])

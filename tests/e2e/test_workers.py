@@ -16,8 +16,12 @@ import signal
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
+import asyncpg
+import psutil
 import pytest
+from neo4j import AsyncGraphDatabase
 
 from contracts import signing
 from contracts.events import event_headers, event_to_json, make_event
@@ -25,6 +29,7 @@ from contracts.ids import TenantId
 from streams.kafka.dead_letters import read_letters
 from streams.kafka.partitioning import partition_for
 from streams.kafka.producer import AsyncProducer
+from streams.settings import Settings
 from streams.wiring import Stores
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import Counters, Flow, progress, wait_for_progress
@@ -388,6 +393,97 @@ def _local_stack(env: dict[str, str], service: str) -> None:
         pytest.skip("the services are not this checkout's local stack; not restarting them")
     if service not in stack.running_services(ROOT):
         pytest.skip(f"{service} was not started by this checkout's `redstring dev up`")
+
+
+async def _holds_store_locks(worker: WorkerProcess, settings: Settings) -> bool:
+    """Whether one of the worker's connections has a transaction open that
+    holds locks: in Neo4j by its lock count, in Postgres by a transaction id
+    (a row it wrote or took ``FOR UPDATE``). Matched by the worker's local
+    ports, so the query's own connection never counts."""
+    assert worker.proc is not None
+    neo4j_port = urlsplit(settings.neo4j_uri).port
+    dsn = settings.pg_dsn.get_secret_value()
+    pg_port = urlsplit(dsn).port
+    ports = {
+        c.laddr.port
+        for c in psutil.Process(worker.proc.pid).net_connections(kind="tcp")
+        if c.raddr and c.raddr.port in (neo4j_port, pg_port)
+    }
+    auth = (settings.neo4j_user, settings.neo4j_password.get_secret_value())
+    async with AsyncGraphDatabase.driver(settings.neo4j_uri, auth=auth) as driver:
+        records, _, _ = await driver.execute_query(
+            "SHOW TRANSACTIONS YIELD clientAddress, activeLockCount "
+            "WHERE activeLockCount > 0 RETURN clientAddress",
+            database_=settings.neo4j_database,
+        )
+    if any(int(r["clientAddress"].rsplit(":", 1)[1]) in ports for r in records):
+        return True
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT client_port FROM pg_stat_activity WHERE backend_xid IS NOT NULL"
+        )
+    finally:
+        await conn.close()
+    return any(r["client_port"] in ports for r in rows)
+
+
+async def _freeze_inside_a_transaction(worker: WorkerProcess, settings: Settings) -> None:
+    """SIGSTOP the worker at a moment it holds a store transaction with locks:
+    stopped, looked at, and woken again at once until it does."""
+    assert worker.proc is not None
+    rng = random.Random(5)
+    for _ in range(300):
+        worker.proc.send_signal(signal.SIGSTOP)
+        if await _holds_store_locks(worker, settings):
+            return
+        worker.proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(rng.uniform(0.0, 0.1))
+    raise AssertionError(f"{worker.worker_id} was never seen inside a transaction")
+
+
+async def test_a_worker_frozen_past_its_session_wakes_as_a_zombie(
+    deployment: Deployment, stores: Stores
+) -> None:
+    """A worker is frozen (SIGSTOP: a long GC pause, a stalled VM) inside a
+    unit of work, holding its partitions' checkpoint locks in the stores,
+    for longer than its session. The group gives its partitions to the other
+    worker, which must apply the whole log while the first is still frozen:
+    the servers end the frozen worker's transactions after its
+    REDSTRING_TRANSACTION_TIMEOUT_S (ADR 0021); before that, the new owner
+    waited for as long as the freeze lasted. Then the frozen worker wakes
+    (SIGCONT) and carries on with what it held before it hears of the
+    rebalance: its transactions are gone, whatever it retries is behind the
+    stores' checkpoints, and the state equals the oracle. Its batches are
+    small, so 10 s is far above what a unit of work of its takes."""
+    records = generate(deployment.tenant("zombie"), _tenants(deployment, 6), 1200, seed=23)
+    w1 = deployment.worker(
+        "w1", REDSTRING_BATCH_SIZE="100", REDSTRING_TRANSACTION_TIMEOUT_S="10"
+    ).start()
+    await asyncio.to_thread(w1.wait_ready)
+    w2 = deployment.worker("w2", REDSTRING_BATCH_SIZE="100").start()
+    # Both in the group before anything else: w2's next assignment, below,
+    # is then the takeover.
+    await _logged(w2, "committed the stores' positions", after=0, within=60)
+    flow = Flow(deployment.settings, records, chunk=60, pause=0.05).start()
+    args = (stores, deployment.settings, deployment.topic_id, deployment.partitions)
+    await wait_for_progress(*args, 200, worker=w1)
+    assert w1.proc is not None
+    seen = w2.log_path.stat().st_size
+    await _freeze_inside_a_transaction(w1, deployment.settings)
+    try:
+        # w2 takes everything over once w1's session (6 s here) has ended,
+        # and applies the whole log while w1 is still frozen.
+        await _logged(w2, "committed the stores' positions", after=seen, within=60)
+        await flow.done()
+        await deployment.caught_up(stores, workers={"w2": w2}, within=120)
+    finally:
+        w1.proc.send_signal(signal.SIGCONT)
+    await deployment.caught_up(stores, workers={"w1": w1, "w2": w2}, within=300)
+    await assert_matches_oracle(stores, records, "a zombie woke")
+    assert read_letters(deployment.settings) == []
+    w1.assert_alive()
+    w2.assert_alive()
 
 
 @pytest.mark.parametrize("service", ["neo4j", "postgres"])

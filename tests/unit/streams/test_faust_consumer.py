@@ -28,10 +28,10 @@ from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from faust.exceptions import ConsumerNotStarted
 from faust.types import TP
 
-from streams.settings import Settings
 from streams.worker import app as worker_app
-from streams.worker.app import FaustConsumer, build_app
+from streams.worker.app import FaustConsumer
 from tests.consumer_thread import ConsumerThread
+from tests.unit.streams.conftest import BuildWorker
 
 
 class AIOKafkaConsumer:
@@ -210,12 +210,11 @@ async def test_a_consumer_thread_that_never_runs_the_seek_fails_it_in_time(
     assert thread.consumer.seeks == []
 
 
-def test_the_pinned_faust_has_what_the_seek_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pinned_faust_has_what_the_seek_uses(build_worker: BuildWorker) -> None:
     # FaustConsumer.seek reaches past Faust's API: its consumer thread's event
     # loop and aiokafka consumer, and the read offsets Consumer.seek sets. A
     # Faust that renames them fails here, not in a worker.
-    monkeypatch.setenv("REDSTRING_KAFKA_BOOTSTRAP", "localhost:9")
-    app, _runtime = build_app(Settings())
+    app, _runtime = build_worker()
     consumer: Any = app.consumer
     assert isinstance(consumer._thread.thread_loop, asyncio.AbstractEventLoop)
     assert callable(consumer._thread._ensure_consumer)

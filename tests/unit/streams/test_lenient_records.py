@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from streams.kafka import lenient_records
 from streams.kafka.lenient_records import LenientRecordBatch
 from tests.raw_headers import RawName
+from tests.unit.streams.conftest import BuildWorker
 
 Header = tuple[bytes, bytes | None]
 Record = tuple[bytes | None, bytes | None, list[Header]]
@@ -119,11 +120,7 @@ def test_the_fetcher_hands_over_every_record_once_installed() -> None:
     assert partition.next_fetch_offset == 10
 
 
-def test_the_worker_installs_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams.settings import Settings
-    from streams.worker.app import build_app
-
-    monkeypatch.setenv("REDSTRING_KAFKA_BOOTSTRAP", "localhost:9")
+def test_the_worker_installs_it(build_worker: BuildWorker) -> None:
     assert not lenient_records.installed()
-    build_app(Settings())
+    build_worker()
     assert lenient_records.installed()

@@ -11,10 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import faust
-import pytest
 
-from streams.settings import Settings
-from streams.worker.app import build_app
+from tests.unit.streams.conftest import BuildWorker
 
 
 def stopping(app: faust.App) -> list[str]:
@@ -39,10 +37,9 @@ async def test_the_pinned_faust_closes_the_consumer_when_a_rebalance_ends_while_
 
 
 async def test_the_worker_leaves_the_consumer_to_its_thread_when_a_rebalance_ends_while_stopping(
-    monkeypatch: pytest.MonkeyPatch,
+    build_worker: BuildWorker,
 ) -> None:
-    monkeypatch.setenv("REDSTRING_KAFKA_BOOTSTRAP", "localhost:9")
-    app, _runtime = build_app(Settings())
+    app, _runtime = build_worker()
     closed = stopping(app)
     await app._on_partitions_revoked(set())  # type: ignore[attr-defined]
     await app._on_partitions_assigned(set(), generation_id=3)  # type: ignore[attr-defined]

@@ -16,6 +16,16 @@ from contracts.ports.graph import ProjectedGraphStore
 from contracts.ports.vector import ProjectedVectorStore
 
 
+async def drop_schemas(dsn: str, *schemas: str) -> None:
+    """Drop the schemas a test made, and everything in them."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        for schema in schemas:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    finally:
+        await conn.close()
+
+
 class PgStores:
     def __init__(self, dsn: str, prefix: str, *, max_size: int = 10) -> None:
         self.dsn = dsn
@@ -40,12 +50,7 @@ class PgStores:
         for store in self._open.values():
             await store.aclose()
         self._open.clear()
-        conn = await asyncpg.connect(self.dsn)
-        try:
-            for schema in schemas:
-                await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        finally:
-            await conn.close()
+        await drop_schemas(self.dsn, *schemas)
 
 
 class ScenarioVectorStores:

@@ -28,6 +28,7 @@ from contracts.errors import (
     TransientStoreError,
 )
 from contracts.ids import EntityId, EventId, TenantId
+from tests.pgvector_support import drop_schemas
 
 pytestmark = [pytest.mark.services, pytest.mark.asyncio(loop_scope="session")]
 
@@ -46,11 +47,7 @@ def rec(t: TenantId, name: str, vector: tuple[float, ...]) -> VectorRecord:
 async def schema(pg_dsn: str) -> AsyncIterator[str]:
     name = f"rs_it_{uuid.uuid4().hex[:8]}"
     yield name
-    conn = await asyncpg.connect(pg_dsn)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    finally:
-        await conn.close()
+    await drop_schemas(pg_dsn, name)
 
 
 async def test_opening_twice_and_concurrently_migrates_once(pg_dsn: str, schema: str) -> None:

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-import asyncpg
 import pytest
 
 from adapters.neo4j import Neo4jGraphStore
@@ -24,6 +23,7 @@ from adapters.pgvector import PgVectorStore
 from contracts.domain import EmbeddingIdentity, StreamPartition
 from contracts.errors import TransientStoreError
 from contracts.ports.ledger import NO_CHECKPOINT
+from tests.pgvector_support import drop_schemas
 from tests.services import Neo4jConfig
 
 pytestmark = pytest.mark.services
@@ -69,11 +69,7 @@ async def pgvector_opener(pg_dsn: str) -> AsyncIterator[Opener]:
             yield store
 
     yield open_store
-    conn = await asyncpg.connect(pg_dsn)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    finally:
-        await conn.close()
+    await drop_schemas(pg_dsn, schema)
 
 
 @pytest.fixture(params=["neo4j", "pgvector"])

@@ -64,7 +64,7 @@ test-fast: venv
 	@$(BIN)/pytest -m "not services"; $(PYTEST_OK)
 
 test-services: venv
-	@REDSTRING_HYPOTHESIS_PROFILE=services $(BIN)/pytest -m services; $(PYTEST_OK)
+	@REDSTRING_HYPOTHESIS_PROFILE=services $(BIN)/pytest -m services --durations=25; $(PYTEST_OK)
 
 # The worker loop under a simulated Kafka and Faust with crashes, rebalances,
 # zombies, lost seeks and duplicates (tests/simulation): fresh random seeds each

@@ -12,8 +12,11 @@ retries), with every record once or every record twice in a row:
   way it is killed with SIGKILL and started again, and publishing goes on;
 - rebalance: the group changes under the paced publishing, a rebalance at
   each step: a second worker joins after a third of the records, the first
-  is killed with SIGKILL after two thirds and a third worker joins, and the
-  second leaves (SIGTERM) while the last records arrive.
+  is killed with SIGKILL after two thirds and a third worker joins; the
+  second is frozen (SIGSTOP) inside a transaction that holds store locks,
+  past its session, while records arrive, so that the third takes
+  everything over from a zombie (docs/adr/0021-transaction-bounds.md); it is
+  woken, and then leaves (SIGTERM) while the last records arrive.
 
 Then both stores' positions must reach the log end on every partition (a
 stall, or no movement for a while, fails with the lag, the stores' positions
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -47,6 +51,7 @@ from streams.settings import Settings
 from streams.wiring import Stores
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import progress, wait_for_progress
+from tests.e2e.freeze import freeze_inside_a_transaction
 from tests.e2e.workers import WorkerProcess, high_watermarks, store_positions
 from tests.scenarios.harness import describe_difference, universe
 from tests.workloads import Workload, WorkloadRecord, workload_from_seed
@@ -214,7 +219,9 @@ async def _publish_under_rebalances(
     settings = deployment.settings
     records = workload.records
     third = len(records) // 3
-    w1, w2, w3 = (deployment.worker(name) for name in ("w1", "w2", "w3"))
+    w1, w3 = deployment.worker("w1"), deployment.worker("w3")
+    # Its transactions are ended 15 s after they begin once it is frozen.
+    w2 = deployment.worker("w2", REDSTRING_TRANSACTION_TIMEOUT_S="15")
     w1.start()
     await asyncio.to_thread(w1.wait_ready)
     positions = await _publish_paced(settings, records[:third], w1)
@@ -222,12 +229,30 @@ async def _publish_under_rebalances(
     positions += await _publish_paced(settings, records[third : 2 * third], w1, w2)
     w1.kill9()  # a member vanishes without leaving: the group waits out its session
     w3.start()
-    half_of_rest = 2 * third + (len(records) - 2 * third) // 2
-    positions += await _publish_paced(settings, records[2 * third : half_of_rest], w2, w3)
+    rest = records[2 * third :]
+    frozen_from, frozen_to = len(rest) // 6, 5 * len(rest) // 6
+    positions += await _publish_paced(settings, rest[:frozen_from], w2, w3)
+    seen = w3.log_path.stat().st_size
+    publishing = asyncio.ensure_future(_publish_paced(settings, rest[frozen_from:frozen_to], w3))
+    assert w2.proc is not None
+    try:
+        await freeze_inside_a_transaction(w2, settings)
+        try:
+            # w3 takes w2's partitions once w2's session has ended, and applies
+            # everything published while w2 still holds its transactions (a
+            # long GC pause, a stopped VM) until the servers end them.
+            await w3.logged("committed the stores' positions", after=seen, within=60)
+            positions += await publishing
+            await deployment.caught_up(stores, workers={"w3": w3}, within=WITHIN)
+        finally:
+            w2.proc.send_signal(signal.SIGCONT)  # a zombie now, until it hears
+    finally:
+        if not publishing.done():
+            publishing.cancel()
     stopped = await asyncio.to_thread(w2.stop)  # leaves cleanly, mid-publishing
     assert stopped == 0, f"w2 exited with {stopped} on SIGTERM:\n{w2.tail(25)}"
-    positions += await _publish_paced(settings, records[half_of_rest:], w3)
-    print("w2 joined, w1 killed -9, w3 joined, w2 stopped")
+    positions += await _publish_paced(settings, rest[frozen_to:], w3)
+    print("w2 joined, w1 killed -9, w3 joined, w2 frozen past its session and woken, w2 stopped")
     return positions, [w3]
 
 

@@ -16,12 +16,8 @@ import signal
 import subprocess
 import sys
 import time
-from urllib.parse import urlsplit
 
-import asyncpg
-import psutil
 import pytest
-from neo4j import AsyncGraphDatabase
 
 from contracts import signing
 from contracts.events import event_headers, event_to_json, make_event
@@ -29,12 +25,12 @@ from contracts.ids import TenantId
 from streams.kafka.dead_letters import read_letters
 from streams.kafka.partitioning import partition_for
 from streams.kafka.producer import AsyncProducer
-from streams.settings import Settings
 from streams.wiring import Stores
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import Counters, Flow, progress, wait_for_progress
+from tests.e2e.freeze import freeze_inside_a_transaction
 from tests.e2e.histories import POISON, assert_matches_oracle, generate, publish
-from tests.e2e.workers import ROOT, WorkerProcess, caught_up, high_watermarks
+from tests.e2e.workers import ROOT, caught_up, high_watermarks
 from tests.raw_headers import RawName, aiokafka_sends_raw_names
 from tests.scenarios.histories import LogBuilder, Record
 
@@ -323,15 +319,6 @@ async def test_headers_of_any_bytes_are_no_reason_to_stop(
     assert len(read_letters(settings)) == poison
 
 
-async def _logged(worker: WorkerProcess, text: str, *, after: int, within: float) -> None:
-    """Wait until the worker's log says ``text`` past its first ``after`` bytes."""
-    deadline = time.monotonic() + within
-    while text.encode() not in worker.log_path.read_bytes()[after:]:
-        worker.assert_alive()
-        assert time.monotonic() < deadline, f"{worker.worker_id} never logged {text!r}"
-        await asyncio.sleep(0.1)
-
-
 async def test_sigterm_while_the_group_rebalances(deployment: Deployment, stores: Stores) -> None:
     """SIGTERM reaches a worker while its group rebalances, and the rebalance
     ends while the worker stops. Faust answers such a rebalance by closing
@@ -354,7 +341,7 @@ async def test_sigterm_while_the_group_rebalances(deployment: Deployment, stores
     # Ready is not yet in the group: w2 holds partitions once the rebalance
     # its join started has ended (else the kill below lands inside that
     # first rebalance, and w2 never heartbeats into the next one).
-    await _logged(w2, "committed the stores' positions", after=0, within=60)
+    await w2.logged("committed the stores' positions", after=0, within=60)
     await publish(deployment.settings, records)
     await wait_for_progress(
         stores, deployment.settings, deployment.topic_id, deployment.partitions, 50, worker=w2
@@ -365,7 +352,7 @@ async def test_sigterm_while_the_group_rebalances(deployment: Deployment, stores
     w3 = deployment.worker("w3").start()
     # w3's join starts a rebalance; w2 hears of it from a heartbeat and
     # rejoins, and the join is held until w1's session ends.
-    await _logged(w2, "because it is rebalancing", after=seen, within=60)
+    await w2.logged("because it is rebalancing", after=seen, within=60)
     assert w2.proc is not None
     w2.proc.send_signal(signal.SIGSTOP)
     # Fault injection, not a wait for a result: w1's session ends while w2 is
@@ -395,53 +382,6 @@ def _local_stack(env: dict[str, str], service: str) -> None:
         pytest.skip(f"{service} was not started by this checkout's `redstring dev up`")
 
 
-async def _holds_store_locks(worker: WorkerProcess, settings: Settings) -> bool:
-    """Whether one of the worker's connections has a transaction open that
-    holds locks: in Neo4j by its lock count, in Postgres by a transaction id
-    (a row it wrote or took ``FOR UPDATE``). Matched by the worker's local
-    ports, so the query's own connection never counts."""
-    assert worker.proc is not None
-    neo4j_port = urlsplit(settings.neo4j_uri).port
-    dsn = settings.pg_dsn.get_secret_value()
-    pg_port = urlsplit(dsn).port
-    ports = {
-        c.laddr.port
-        for c in psutil.Process(worker.proc.pid).net_connections(kind="tcp")
-        if c.raddr and c.raddr.port in (neo4j_port, pg_port)
-    }
-    auth = (settings.neo4j_user, settings.neo4j_password.get_secret_value())
-    async with AsyncGraphDatabase.driver(settings.neo4j_uri, auth=auth) as driver:
-        records, _, _ = await driver.execute_query(
-            "SHOW TRANSACTIONS YIELD clientAddress, activeLockCount "
-            "WHERE activeLockCount > 0 RETURN clientAddress",
-            database_=settings.neo4j_database,
-        )
-    if any(int(r["clientAddress"].rsplit(":", 1)[1]) in ports for r in records):
-        return True
-    conn = await asyncpg.connect(dsn)
-    try:
-        rows = await conn.fetch(
-            "SELECT client_port FROM pg_stat_activity WHERE backend_xid IS NOT NULL"
-        )
-    finally:
-        await conn.close()
-    return any(r["client_port"] in ports for r in rows)
-
-
-async def _freeze_inside_a_transaction(worker: WorkerProcess, settings: Settings) -> None:
-    """SIGSTOP the worker at a moment it holds a store transaction with locks:
-    stopped, looked at, and woken again at once until it does."""
-    assert worker.proc is not None
-    rng = random.Random(5)
-    for _ in range(300):
-        worker.proc.send_signal(signal.SIGSTOP)
-        if await _holds_store_locks(worker, settings):
-            return
-        worker.proc.send_signal(signal.SIGCONT)
-        await asyncio.sleep(rng.uniform(0.0, 0.1))
-    raise AssertionError(f"{worker.worker_id} was never seen inside a transaction")
-
-
 async def test_a_worker_frozen_past_its_session_wakes_as_a_zombie(
     deployment: Deployment, stores: Stores
 ) -> None:
@@ -464,17 +404,17 @@ async def test_a_worker_frozen_past_its_session_wakes_as_a_zombie(
     w2 = deployment.worker("w2", REDSTRING_BATCH_SIZE="100").start()
     # Both in the group before anything else: w2's next assignment, below,
     # is then the takeover.
-    await _logged(w2, "committed the stores' positions", after=0, within=60)
+    await w2.logged("committed the stores' positions", after=0, within=60)
     flow = Flow(deployment.settings, records, chunk=60, pause=0.05).start()
     args = (stores, deployment.settings, deployment.topic_id, deployment.partitions)
     await wait_for_progress(*args, 200, worker=w1)
     assert w1.proc is not None
     seen = w2.log_path.stat().st_size
-    await _freeze_inside_a_transaction(w1, deployment.settings)
+    await freeze_inside_a_transaction(w1, deployment.settings)
     try:
         # w2 takes everything over once w1's session (6 s here) has ended,
         # and applies the whole log while w1 is still frozen.
-        await _logged(w2, "committed the stores' positions", after=seen, within=60)
+        await w2.logged("committed the stores' positions", after=seen, within=60)
         await flow.done()
         await deployment.caught_up(stores, workers={"w2": w2}, within=120)
     finally:

@@ -157,6 +157,15 @@ class WorkerProcess:
                 f"worker {self.worker_id} exited with {self.proc.returncode}:\n{self.tail()}"
             )
 
+    async def logged(self, text: str, *, after: int, within: float) -> None:
+        """Wait until the log says ``text`` past its first ``after`` bytes
+        (``log_path.stat().st_size`` taken before what should make it say so)."""
+        deadline = time.monotonic() + within
+        while text.encode() not in self.log_path.read_bytes()[after:]:
+            self.assert_alive()
+            assert time.monotonic() < deadline, f"{self.worker_id} never logged {text!r}"
+            await asyncio.sleep(0.1)
+
     def metrics(self, timeout: float = 2.0) -> dict[str, float]:
         """The Prometheus text, as {"name{labels}": value}."""
         status, body = self.get("/metrics", timeout=timeout)

@@ -184,6 +184,10 @@ def create_app(
         "{tenant} (docs/readers.md).",
         lifespan=lifespan,
         redoc_url=None,
+        # A path with a stray trailing slash is a 404 in the API's error
+        # shape, not a 307 with an empty body: every answer other than 200
+        # carries {"error": ...} (docs/readers.md).
+        redirect_slashes=False,
     )
     app.state.context = context
     _add_error_handlers(app)

@@ -126,6 +126,13 @@ class TransientStoreError(RedstringError):
     """A store is briefly unavailable; retry with backoff."""
 
 
+class TransactionEndedError(TransientStoreError):
+    """The store's server ended a transaction: it outlived its timeout
+    (``REDSTRING_TRANSACTION_TIMEOUT_S``), or an administrator terminated it.
+    Nothing of it was committed. Retried like any transient error, with a
+    unit of work that holds fewer records (docs/adr/0021-transaction-bounds.md)."""
+
+
 #: What a store or the broker raises for "try again": the adapters' own
 #: ``TransientStoreError`` (unavailable, timeouts, deadlocks, serialization
 #: failures), and connection, timeout and OS errors that reach a caller

@@ -36,7 +36,7 @@ from typing import Any, LiteralString, Protocol
 from neo4j import AsyncDriver, AsyncTransaction, Query, Record, RoutingControl
 from neo4j.exceptions import ClientError, DriverError, IncompleteCommit, Neo4jError
 
-from contracts.errors import PermanentStoreError, TransientStoreError
+from contracts.errors import PermanentStoreError, TransactionEndedError, TransientStoreError
 
 _IDS_SHOWN = 20
 
@@ -79,7 +79,7 @@ def translate(exc: Neo4jError | DriverError, blame: Blame) -> Exception:
     if exc.is_retryable() or isinstance(exc, IncompleteCommit):
         return TransientStoreError(f"neo4j is briefly unavailable ({blame}): {exc}")
     if isinstance(exc, Neo4jError) and exc.code in _ENDED_BY_SERVER:
-        return TransientStoreError(
+        return TransactionEndedError(
             f"neo4j ended the transaction ({blame}): {exc.code}; if a batch's writes "
             "outlive REDSTRING_TRANSACTION_TIMEOUT_S, raise it or lower REDSTRING_BATCH_SIZE"
         )

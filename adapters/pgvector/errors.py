@@ -33,12 +33,15 @@ from typing import TypeVar
 
 import asyncpg
 
-from contracts.errors import PermanentStoreError, TransientStoreError
+from contracts.errors import PermanentStoreError, TransactionEndedError, TransientStoreError
 
 __all__ = ["RetryPolicy", "breaks_connection", "is_transient", "translated", "with_retries"]
 
 T = TypeVar("T")
 
+# The server ended a session left idle in a transaction: its locks are free,
+# and nothing of the transaction was committed (ADR 0021).
+IDLE_IN_TRANSACTION_TIMEOUT = "25P03"
 _TRANSIENT_STATES = frozenset({"40001", "40P01", "53300", "57P01", "57P02", "57P03"})
 # asyncpg's client-side "invalid input for query argument": an InterfaceError
 # that is a ValueError, raised before anything is sent.
@@ -49,8 +52,12 @@ def breaks_connection(error: BaseException) -> bool:
     """Whether the connection that raised ``error`` is no use any more."""
     if isinstance(error, asyncpg.PostgresError):
         state = getattr(error, "sqlstate", None) or ""
-        # 25P03: the server ended a session left idle in a transaction.
-        return state.startswith("08") or state in {"25P03", "57P01", "57P02", "57P03"}
+        return state.startswith("08") or state in {
+            IDLE_IN_TRANSACTION_TIMEOUT,
+            "57P01",
+            "57P02",
+            "57P03",
+        }
     if isinstance(error, _InputError):
         return False
     if isinstance(error, asyncpg.exceptions._base.InternalClientError):
@@ -95,6 +102,8 @@ def translated(where: str) -> Iterator[None]:
     except (TransientStoreError, PermanentStoreError):
         raise
     except Exception as error:
+        if getattr(error, "sqlstate", None) == IDLE_IN_TRANSACTION_TIMEOUT:
+            raise TransactionEndedError(f"{where}: {type(error).__name__}: {error}") from error
         if is_transient(error):
             raise TransientStoreError(f"{where}: {type(error).__name__}: {error}") from error
         if _is_permanent(error):

@@ -40,7 +40,7 @@ from typing import Any, Protocol, TypeVar
 from opentelemetry import trace
 
 from contracts.domain import RebuildMarker, StreamPartition
-from contracts.errors import SchemaVersionTooNewError, is_transient
+from contracts.errors import SchemaVersionTooNewError, TransactionEndedError, is_transient
 from contracts.events import TenantReplayRequestedEvent
 from contracts.limits import DEFAULT_LIMITS, EventLimits
 from contracts.signing import ControlKeys
@@ -51,6 +51,7 @@ from projections.verdicts import Verdicts
 from streams import telemetry
 from streams.worker.decode import Decoded, decode
 from streams.worker.metrics import STORES, Metrics
+from streams.worker.pass_limits import PassLimits
 
 log = logging.getLogger("redstring.projector")
 
@@ -193,6 +194,15 @@ Probe = Callable[[int, int], Awaitable[int | None]]
 _LETTERED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "lettered", default=None
 )
+
+
+def _continued(pending: Sequence[LogRecord], taken: int, after: int | None) -> int | None:
+    """Where the next pass reads the records a pass that took only the first
+    ``taken`` of ``pending`` left, if the stores continue right after those
+    (else None: a rebuild window opened, and the consumer seeks)."""
+    if after is not None and pending[taken - 1].offset < after <= pending[taken].offset:
+        return after
+    return None
 
 
 def _store(index: int) -> str:
@@ -341,6 +351,9 @@ class Projector:
         # of work as soon as its records are decoded, so the stores write one
         # partition while the next decodes (instead of all decoding first).
         self._decoding = asyncio.Lock()
+        # Fewer records per pass for a partition whose unit of work a store
+        # ended for outliving its transaction timeout (ADR 0021).
+        self._pass_limits = PassLimits()
 
     def stop(self) -> None:
         """The worker is stopping: a batch whose store calls keep failing ends at
@@ -625,14 +638,20 @@ class Projector:
     ) -> _Applied:
         """Each pass applies what is left of the batch; a pass that meets a
         refusal dead-letters it, skips it, and the next pass applies the records
-        after it, which are in hand: no round trip to Kafka."""
+        after it, which are in hand: no round trip to Kafka. So does a pass
+        that took only the first of them (``PassLimits``): every pass takes at
+        least one record off ``pending``."""
         done = _Applied()
         pending, read_from = records, selected.needed
         for _ in range(len(records) + 1):
-            reports = await self._pass(partition, pending, read_from, log_start, selected, judged)
+            reports, taken = await self._pass(
+                partition, pending, read_from, log_start, selected, judged
+            )
             ended, resume = await self._after_pass(partition, reports)
             after = ended.after if ended.after is not None else done.after
             done = _Applied(done.applied + max(r.applied for r in reports), after, ended.pause)
+            if resume is None and ended.pause is None and taken < len(pending):
+                resume = _continued(pending, taken, ended.after)
             if resume is None:
                 break
             # The batch is a run from the stores' position (any offset it
@@ -651,8 +670,9 @@ class Projector:
         log_start: int,
         selected: _Selected,
         judged: _Judged,
-    ) -> list[FoldReport]:
-        reports = await self._apply(partition, pending, read_from, log_start)
+    ) -> tuple[list[FoldReport], int]:
+        """The folds' reports over the first ``taken`` of ``pending``."""
+        reports, taken = await self._apply(partition, pending, read_from, log_start)
         await self._report(partition, reports, selected.records, judged)
         # A fold stops before an event its store refuses; only now that the
         # dead letter is written may the store move past it. A crash before
@@ -662,7 +682,7 @@ class Projector:
         for fold, report in zip(self.folds, reports, strict=True):
             for failure in report.failed:
                 await self._retry(partition, partial(fold.skip_refused, part, failure.offset))
-        return reports
+        return reports, taken
 
     async def _after_pass(
         self, partition: int, reports: Sequence[FoldReport]
@@ -711,32 +731,50 @@ class Projector:
 
     async def _apply(
         self, partition: int, records: Sequence[LogRecord], read_from: int, log_start: int
-    ) -> list[FoldReport]:
-        """Both folds over the same records. The stores are independent (each
+    ) -> tuple[list[FoldReport], int]:
+        """Both folds over the same records, or the first of them that the
+        partition's pass limit allows; returns their reports and how many
+        records they were given. The stores are independent (each
         fold writes its own, under its own checkpoint): apply to both at once,
         so that the worker waits for the slower store rather than for the sum
         of the two (measured by bench/e2e.py; docs/performance.md). The folds
         agree on every unit of work before committing it (``Verdicts``), so
         they refuse the same events; a pass that fails is retried as a whole,
-        once both folds have ended."""
+        once both folds have ended, and with fewer records if a store ended a
+        unit of work of it for its length (ADR 0021)."""
         part = self.stream_partition(partition)
+        taken = len(records)
 
         async def attempt() -> list[FoldReport]:
+            nonlocal taken
+            taken = self._pass_limits.take(partition, len(records))
+            head = records[:taken]
             verdicts = Verdicts(len(self.folds))
             results = await asyncio.gather(
                 *(
-                    self._fold(index, part, records, log_start, read_from, seat)
+                    self._fold(index, part, head, log_start, read_from, seat)
                     for index, seat in enumerate(verdicts.seats)
                 ),
                 return_exceptions=True,
             )
             errors = [result for result in results if isinstance(result, BaseException)]
             if errors:
+                if any(isinstance(e, TransactionEndedError) for e in errors):
+                    self._pass_limits.ended(partition, taken)
+                    log.warning(
+                        "a store ended a unit of work; the partition's passes take fewer records",
+                        extra={
+                            "partition": partition,
+                            "records": taken,
+                            "next": self._pass_limits.take(partition, len(records)),
+                        },
+                    )
                 # One that is not transient first, so that the bound applies.
                 raise next((e for e in errors if not is_transient(e)), errors[0])
+            self._pass_limits.committed(partition)
             return [result for result in results if isinstance(result, FoldReport)]
 
-        return await self._retry(partition, attempt)
+        return await self._retry(partition, attempt), taken
 
     async def _fold(
         self,

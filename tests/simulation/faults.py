@@ -1,6 +1,8 @@
 """Faults at await points: a worker crash (a BaseException the projector's
 retry does not catch) at the Nth await of a worker's stores, dead-letter sink
-or consumer, and transient store errors the projector retries.
+or consumer, and transient store errors the projector retries: some of them
+a unit of work the store's server ended (``TransactionEndedError``), after
+which the projector's passes take fewer records (ADR 0021).
 
 The stores are wrapped with the scenario harness's ``CrashingStore`` (every
 async call, inside units of work too, ticks the wire); the memory stores'
@@ -13,6 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from contracts.errors import TransactionEndedError
 from streams.worker.projector import DeadLetter
 from tests.scenarios.harness import CrashingStore, Tripwire
 
@@ -31,9 +34,12 @@ class FaultWire(Tripwire):
         self.dead = False
         self.transient_at: int | None = None
         self.transients = 0
+        self.ending = False
+        self.ended = 0
 
-    def arm_transient(self, after: int) -> None:
+    def arm_transient(self, after: int, *, ended: bool = False) -> None:
         self.transient_at = self.calls + max(1, after)
+        self.ending = ended
 
     def disarm(self) -> None:
         super().disarm()
@@ -55,6 +61,9 @@ class FaultWire(Tripwire):
         if self.transient_at is not None and self.calls >= self.transient_at:
             self.transient_at = None
             self.transients += 1
+            if self.ending:
+                self.ended += 1
+                raise TransactionEndedError(f"transaction ended at await {self.calls} ({what})")
             raise ConnectionError(f"transient failure at await {self.calls} ({what})")
 
     def tick_consumer(self, what: str) -> None:

@@ -345,6 +345,7 @@ class Simulation:
         self.report.faults.update(member.consumer.stats)
         self.report.faults.update(member.seeks())
         self.report.faults["transient_errors"] += member.wire.transients
+        self.report.faults["ended_transactions"] += member.wire.ended
 
     async def settle(self) -> None:
         """Crashed members restart; an error escaping a worker's task fails the
@@ -417,7 +418,7 @@ class Simulation:
             member.wire.arm(rng.randint(1, 40))
             self.report.faults["crashes_armed"] += 1
         elif kind == "transient":
-            member.wire.arm_transient(rng.randint(1, 20))
+            member.wire.arm_transient(rng.randint(1, 20), ended=rng.random() < 0.5)
         elif kind == "duplicate":
             member.consumer.duplicate()
         elif kind == "lose_seek":

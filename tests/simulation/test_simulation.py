@@ -99,6 +99,7 @@ def test_the_worker_loop_converges_under_faults() -> None:
         "late_seeks",
         "lost_commits",
         "transient_errors",
+        "ended_transactions",
         "gathered_while_applying",
         "read_ahead_cuts",
     ):

@@ -33,6 +33,7 @@ from contracts.errors import (
     CheckpointRegressionError,
     PermanentStoreError,
     TopicRecreatedError,
+    TransactionEndedError,
     TransientStoreError,
 )
 from contracts.ids import EntityId, EventId, TenantId
@@ -108,27 +109,31 @@ def _server(code: str) -> Neo4jError:
         ServiceUnavailable("no route"),
         SessionExpired("gone"),
         IncompleteCommit("unknown outcome"),
-        # The server ended the transaction (ADR 0021): the driver calls these
-        # client errors, yet nothing of the unit of work was committed.
-        _server("Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration"),
-        _server("Neo.ClientError.Transaction.TransactionTimedOut"),
-        _server("Neo.ClientError.Transaction.Terminated"),
-        _server("Neo.ClientError.Transaction.LockClientStopped"),
     ],
-    ids=[
-        "deadlock",
-        "unavailable",
-        "service-unavailable",
-        "session-expired",
-        "incomplete",
-        "timed-out-by-client-config",
-        "timed-out",
-        "terminated",
-        "lock-client-stopped",
-    ],
+    ids=["deadlock", "unavailable", "service-unavailable", "session-expired", "incomplete"],
 )
 def test_transient_failures_become_transient_store_errors(error: Exception) -> None:
-    assert isinstance(translate(error, Blame("upsert")), TransientStoreError)  # type: ignore[arg-type]
+    translated = translate(error, Blame("upsert"))  # type: ignore[arg-type]
+    assert isinstance(translated, TransientStoreError)
+    assert not isinstance(translated, TransactionEndedError)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "Neo.ClientError.Transaction.TransactionTimedOutClientConfiguration",
+        "Neo.ClientError.Transaction.TransactionTimedOut",
+        "Neo.ClientError.Transaction.Terminated",
+        "Neo.ClientError.Transaction.LockClientStopped",
+    ],
+)
+def test_a_transaction_the_server_ended_is_transient_and_says_so(code: str) -> None:
+    """The driver calls these client errors, yet nothing of the unit of work
+    was committed (ADR 0021): retried, and the projector's next pass takes
+    fewer records."""
+    translated = translate(_server(code), Blame("upsert"))
+    assert isinstance(translated, TransactionEndedError)
+    assert "REDSTRING_TRANSACTION_TIMEOUT_S" in str(translated)
 
 
 def test_a_refused_value_is_permanent_and_names_the_tenant_and_ids() -> None:

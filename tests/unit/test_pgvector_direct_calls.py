@@ -14,9 +14,10 @@ import asyncpg
 import pytest
 
 from adapters.pgvector import PgVectorStore, RetryPolicy
+from adapters.pgvector.errors import translated
 from adapters.pgvector.sql import Statements
 from contracts.domain import EmbeddingIdentity, StreamPartition
-from contracts.errors import PermanentStoreError, TransientStoreError
+from contracts.errors import PermanentStoreError, TransactionEndedError, TransientStoreError
 from contracts.ids import EventId, TenantId
 
 P = StreamPartition("events", 0, "id-1")
@@ -82,6 +83,13 @@ async def test_a_transient_failure_is_retried_until_it_passes() -> None:
     )
     assert await _store(conn).checkpoint(P) == 7
     assert len(conn.calls) == 4
+
+
+def test_a_session_the_server_ended_for_idling_in_a_transaction_is_an_ended_transaction() -> None:
+    idle = asyncpg.exceptions.IdleInTransactionSessionTimeoutError("idle too long")
+    with pytest.raises(TransactionEndedError, match="IdleInTransactionSessionTimeoutError"):
+        with translated("pgvector.unit_of_work"):
+            raise idle
 
 
 @pytest.mark.parametrize("write", [False, True])

@@ -24,6 +24,7 @@ from contracts.domain import StreamPartition
 from contracts.errors import (
     AliasCycleError,
     PermanentStoreError,
+    TransactionEndedError,
     TransientStoreError,
     is_transient,
 )
@@ -66,7 +67,11 @@ class Faults:
     #: Raised when a unit of work opens (a failure no event can be blamed for).
     on_open: type[Exception] | None = None
     open_times: int | None = None
+    #: A unit of work that writes more entities than this is ended by the
+    #: store, as a server ends a transaction that outlives its timeout.
+    max_entities_per_unit: int | None = None
     attempts: int = 0
+    ended: int = 0
 
     def check_open(self) -> None:
         self.attempts += 1
@@ -88,6 +93,16 @@ class Faults:
 class FaultyUnit:
     def __init__(self, inner: Any, faults: Faults) -> None:
         self._inner, self._faults = inner, faults
+        self._entities = 0
+
+    def _count(self, name: str, args: Any) -> None:
+        limit = self._faults.max_entities_per_unit
+        if limit is None or not name.startswith("upsert"):
+            return
+        self._entities += sum(len(a) if isinstance(a, list | tuple) else 0 for a in args)
+        if self._entities > limit:
+            self._faults.ended += 1
+            raise TransactionEndedError(f"{name}: the unit of work outlived its timeout")
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -96,6 +111,7 @@ class FaultyUnit:
 
         async def write(*args: Any, **kwargs: Any) -> Any:
             self._faults.check_write(name, args)
+            self._count(name, args)
             return await attr(*args, **kwargs)
 
         return write
@@ -232,6 +248,11 @@ def runs(draw: st.DrawFn) -> tuple[list[Event], Faults, Faults]:
         else:
             error = draw(st.sampled_from(TRANSIENT))
             faults[store].writes.append(Fault(f"e{i}", error, times=draw(st.integers(1, 4))))
+    # A store that ends every unit of work past a size: the batch must still
+    # be applied, in smaller units (docs/adr/0021-transaction-bounds.md).
+    faults[draw(st.sampled_from([0, 1]))].max_entities_per_unit = draw(
+        st.none() | st.integers(1, 4)
+    )
     return events, faults[0], faults[1]
 
 
@@ -272,6 +293,28 @@ def test_every_record_ends_applied_or_dead_lettered_alike_in_both_stores(
 
 
 # -- chosen cases -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store", ["graph", "vector"])
+async def test_units_of_work_a_store_ends_for_their_size_are_applied_smaller(store: str) -> None:
+    """A store ends every unit of work that writes more than 3 entities, as a
+    server ends a transaction that outlives REDSTRING_TRANSACTION_TIMEOUT_S:
+    retrying the same unit would be ended for ever, so the partition's passes
+    take fewer records until they fit, and grow again once they pass (ADR
+    0021). Everything is applied, from the records in hand."""
+    faults = Faults(max_entities_per_unit=3)
+    p, sink, graph, vector = build(**{f"{store}_faults": faults})
+    events = [doc(i, TENANTS[i % 2]) for i in range(40)]
+    decisions, rounds = await drive(p, [raw(i, e) for i, e in enumerate(events)])
+    assert decisions[-1].commit == 40 and rounds == 1, decisions
+    assert sink.letters == []
+    applied = await assert_same_verdicts(graph, vector, events)
+    assert applied == {str(e.event_id) for e in events}
+    assert faults.ended > 0, "no unit of work was ended: nothing was shown"
+    assert p.health.ready, p.health.reasons()
+    # Halved at each end and doubled after each pass that fits: a few ends
+    # per size probed, never one per record.
+    assert faults.ended < 20
 
 
 async def test_an_event_one_store_refuses_is_refused_by_both() -> None:

@@ -165,9 +165,9 @@ class _Session:
     async def __aexit__(self, *exc: Any) -> None:
         await self._session.__aexit__(*exc)
 
-    async def begin_transaction(self) -> _Tx:
+    async def begin_transaction(self, **config: Any) -> _Tx:
         self._capture.units += 1
-        return _Tx(await self._session.begin_transaction(), self._capture)
+        return _Tx(await self._session.begin_transaction(**config), self._capture)
 
 
 class _Driver:

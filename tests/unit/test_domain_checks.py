@@ -296,10 +296,16 @@ def test_extracted_values_pass_the_domain_checks(raw: bytes) -> None:
 
 def test_the_drawn_events_are_often_accepted() -> None:
     """The property above goes quiet if the events it draws are all refused:
-    it must meet each kind of domain value by the dozen."""
+    it must meet each kind of domain value by the dozen. One run of 300
+    examples met one kind 11 times once in CI: a quiet strategy meets next to
+    none, so up to three runs may add up to the dozen."""
     ACCEPTED.clear()
-    test_extracted_values_pass_the_domain_checks()
-    assert min(ACCEPTED[kind] for kind in ("Entity", "Relationship", "VectorRecord")) >= 12
+    kinds = ("Entity", "Relationship", "VectorRecord")
+    for _ in range(3):
+        test_extracted_values_pass_the_domain_checks()
+        if min(ACCEPTED[kind] for kind in kinds) >= 12:
+            break
+    assert min(ACCEPTED[kind] for kind in kinds) >= 12, dict(ACCEPTED)
 
 
 def _document_with(entity: dict[str, Any], edge: dict[str, Any] | None = None) -> bytes:

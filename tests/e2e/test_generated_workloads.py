@@ -220,7 +220,8 @@ async def _publish_under_rebalances(
     records = workload.records
     third = len(records) // 3
     w1, w3 = deployment.worker("w1"), deployment.worker("w3")
-    # Its transactions are ended 15 s after they begin once it is frozen.
+    # Once it is frozen, the servers end its transactions 15 s after they
+    # began (Neo4j) or went idle (Postgres).
     w2 = deployment.worker("w2", REDSTRING_TRANSACTION_TIMEOUT_S="15")
     w1.start()
     await asyncio.to_thread(w1.wait_ready)

@@ -26,9 +26,11 @@ async def test_large_events_are_handed_over_within_the_read_ahead_budget(
     tenants = [deployment.tenant(f"t{i}") for i in range(4)]
     for i in range(30):
         tenant = tenants[i % len(tenants)]
-        # About 150 KB each: several fit in the budget, never all of them.
-        entities = [(f"e{i % 7}-{j}", f"Entity {i % 7} {j}", "Person") for j in range(1500)]
-        rels = [(f"e{i % 7}-{j}", f"e{i % 7}-{j + 1}", "KNOWS") for j in range(0, 1499, 5)]
+        # About 150 KB each: several fit in the budget, never all of them. The
+        # bytes are in a property, so that the stores have few rows to write.
+        note = {"note": f"{i:04d}" * 250}
+        entities = [(f"e{i % 7}-{j}", f"Entity {i % 7} {j}", "Person", note) for j in range(150)]
+        rels = [(f"e{i % 7}-{j}", f"e{i % 7}-{j + 1}", "KNOWS") for j in range(0, 149, 5)]
         log.extract(tenant, f"doc-{i}", entities, rels)
         if i % 6 == 5:
             log.merge(tenant, f"e{i % 7}-0", [f"e{i % 7}-1", f"e{i % 7}-2"])

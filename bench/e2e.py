@@ -191,10 +191,23 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def _stat(path: Path) -> tuple[str, list[str]]:
+    """A ``/proc`` stat file's command name and the fields after it (proc(5);
+    here ``fields[1]`` is the parent's pid and ``fields[11:15]`` utime, stime,
+    cutime and cstime in clock ticks). The name may hold spaces and
+    parentheses, hence the split at the last ``)``."""
+    name, rest = path.read_text().split("(", 1)[1].rsplit(")", 1)
+    return name, rest.split()
+
+
+def _own_ticks(fields: list[str]) -> int:
+    """A stat's utime and stime: what the process or thread itself used."""
+    return int(fields[11]) + int(fields[12])
+
+
 def cpu_seconds(pid: int) -> float:
     with contextlib.suppress(OSError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _own_ticks(_stat(Path(f"/proc/{pid}/stat"))[1]) / os.sysconf("SC_CLK_TCK")
     return 0.0
 
 
@@ -221,10 +234,9 @@ def _jit_cpu(pid: int) -> float | None:
     ticks, found = 0, False
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError):
-            stat = (task / "stat").read_text()
-            if stat[stat.index("(") + 1 :].startswith(("C1 CompilerThre", "C2 CompilerThre")):
-                fields = stat.rsplit(")", 1)[1].split()
-                ticks += int(fields[11]) + int(fields[12])
+            name, fields = _stat(task / "stat")
+            if name.startswith(("C1 CompilerThre", "C2 CompilerThre")):
+                ticks += _own_ticks(fields)
                 found = True
     return ticks / os.sysconf("SC_CLK_TCK") if found else None
 
@@ -240,17 +252,14 @@ def jit_shares(cpu: dict[str, float]) -> dict[str, float]:
 
 
 def _tree_cpu(pid: int) -> float:
-    def fields(p: int | str) -> list[str]:
-        return Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-
-    own = fields(pid)
-    ticks = sum(int(x) for x in own[11:15])  # utime stime cutime cstime
+    own = _stat(Path(f"/proc/{pid}/stat"))[1]
+    ticks = sum(int(x) for x in own[11:15])  # its exited children's too
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                child = fields(entry.name)
+                child = _stat(entry / "stat")[1]
                 if int(child[1]) == pid:
-                    ticks += int(child[11]) + int(child[12])
+                    ticks += _own_ticks(child)
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

@@ -21,7 +21,7 @@ from contracts.events import (
     ExtractedRelationship,
 )
 from contracts.ids import EntityId, TenantId
-from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
+from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore, TenantResolution
 from projections.batch import Admitted
 from projections.chunks import DEFAULT_CHUNK, chunks
 from projections.fold import Fold, MergeRefused
@@ -86,6 +86,15 @@ class _EdgeWriter:
         for edges in chunks(self.upserts, self.chunk):
             await uow.upsert_relationships(self.tenant, edges)
         self.deletes, self.upserts = [], []
+
+
+def _endpoints(events: Sequence[DocumentExtractedEvent]) -> set[EntityId]:
+    return {
+        EntityId(end)
+        for event in events
+        for rel in event.payload.relationships
+        for end in (rel.source, rel.target)
+    }
 
 
 def _unseen_endpoints(
@@ -153,8 +162,35 @@ class GraphProjection(Fold[GraphUnitOfWork]):
             by_tenant.setdefault(item.event.tenant, []).append(item.event)
         # Tenants never touch each other's rows, so grouping by tenant keeps
         # each tenant's own order and the result of one-at-a-time application.
+        resolved = await self._resolve_run(uow, by_tenant)
         for tenant, events in by_tenant.items():
-            await self._extractions(uow, tenant, events, tally)
+            await self._extractions(uow, tenant, events, tally, resolved[tenant])
+
+    async def _resolve_run(
+        self, uow: GraphUnitOfWork, by_tenant: dict[TenantId, list[DocumentExtractedEvent]]
+    ) -> dict[TenantId, dict[EntityId, EntityId]]:
+        """Every edge endpoint of the run, resolved, by tenant. Extractions
+        write no aliases, so what an id resolves to at the start of the run is
+        what it resolves to before its tenant's writes: a store that resolves
+        several tenants at once (``TenantResolution``) is asked once per
+        chunk of ids for the whole run, others tenant by tenant."""
+        wanted = [
+            (tenant, end)
+            for tenant, events in by_tenant.items()
+            for end in sorted(_endpoints(events))
+        ]
+        resolved: dict[TenantId, dict[EntityId, EntityId]] = {t: {} for t in by_tenant}
+        for part in chunks(wanted, self.chunk):
+            asked: dict[TenantId, list[EntityId]] = {}
+            for tenant, end in part:
+                asked.setdefault(tenant, []).append(end)
+            if isinstance(uow, TenantResolution):
+                for tenant, found in (await uow.resolve_entity_ids_by_tenant(asked)).items():
+                    resolved[tenant].update(found)
+            else:
+                for tenant, ids in asked.items():
+                    resolved[tenant].update(await uow.resolve_entity_ids(tenant, ids))
+        return resolved
 
     async def _extractions(
         self,
@@ -162,16 +198,8 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         tenant: TenantId,
         events: Sequence[DocumentExtractedEvent],
         tally: Tally,
+        resolved: dict[EntityId, EntityId],
     ) -> None:
-        endpoints = {
-            EntityId(end)
-            for event in events
-            for rel in event.payload.relationships
-            for end in (rel.source, rel.target)
-        }
-        resolved: dict[EntityId, EntityId] = {}
-        for ids in chunks(sorted(endpoints), self.chunk):
-            resolved.update(await uow.resolve_entity_ids(tenant, ids))
         unseen = sorted(_unseen_endpoints(events, resolved))
         already: set[EntityId] = set()
         for ids in chunks(unseen, self.chunk):

@@ -13,11 +13,19 @@ from datetime import UTC, datetime
 
 import pytest
 
-from adapters.compliance.graph_support import alias, eid, ent, fresh_tenant, key, rel
+from adapters.compliance.graph_support import (
+    HANG_TIMEOUT,
+    alias,
+    eid,
+    ent,
+    fresh_tenant,
+    key,
+    rel,
+)
 from contracts.domain import Entity, RebuildMarker, StreamPartition
-from contracts.errors import MissingEntityError, TenantIsolationError
+from contracts.errors import AliasCycleError, MissingEntityError, TenantIsolationError
 from contracts.ids import EventId, TenantId
-from contracts.ports.graph import ProjectedGraphStore
+from contracts.ports.graph import ProjectedGraphStore, TenantResolution
 from contracts.ports.ledger import NO_CHECKPOINT
 
 
@@ -46,6 +54,46 @@ async def _assert_untouched(store: ProjectedGraphStore, t: TenantId) -> None:
 
 
 class UnitOfWorkTier:
+    async def test_a_unit_of_work_resolves_several_tenants_as_each_alone(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        """``resolve_entity_ids_by_tenant`` (contracts.ports.graph.TenantResolution,
+        which a store may offer) answers for each tenant what
+        ``resolve_entity_ids`` answers: an id aliased in one tenant is its
+        own in another, and aliases written in the unit of work count."""
+        a, b, c, p = fresh_tenant(), fresh_tenant(), fresh_tenant(), fresh_partition()
+        for absorbed, canonical in [("x", "y"), ("y", "z")]:
+            await store.upsert_alias(a, alias(a, absorbed, canonical))
+        async with store.unit_of_work(p) as uow:
+            if not isinstance(uow, TenantResolution):
+                pytest.skip("this store's units of work resolve tenant by tenant")
+            await uow.upsert_alias(b, alias(b, "y", "w"))
+            asked = {
+                a: [eid("x"), eid("y"), eid("q"), eid("x")],
+                b: [eid("x"), eid("y")],
+                c: [],
+            }
+            found = await uow.resolve_entity_ids_by_tenant(asked)
+            assert found == {a: {"x": "z", "y": "z", "q": "q"}, b: {"x": "x", "y": "w"}, c: {}}
+            assert found == {t: await uow.resolve_entity_ids(t, ids) for t, ids in asked.items()}
+            assert await uow.resolve_entity_ids_by_tenant({}) == {}
+
+    @pytest.mark.timeout(HANG_TIMEOUT)
+    async def test_resolving_several_tenants_raises_on_one_tenants_cycle(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        a, b, p = fresh_tenant(), fresh_tenant(), fresh_partition()
+        await store.upsert_alias(a, alias(a, "p", "q"))
+        # No legal merge closes a cycle: written directly, as a corrupt store.
+        await store.upsert_alias(b, alias(b, "a", "b"))
+        await store.upsert_alias(b, alias(b, "b", "a"))
+        async with store.unit_of_work(p) as uow:
+            if not isinstance(uow, TenantResolution):
+                pytest.skip("this store's units of work resolve tenant by tenant")
+            with pytest.raises(AliasCycleError) as raised:
+                await uow.resolve_entity_ids_by_tenant({a: [eid("p")], b: [eid("a")]})
+            assert (raised.value.tenant_id, raised.value.entity_id) == (b, "a")
+
     async def test_a_unit_of_work_commits_graph_writes_with_the_checkpoint(
         self, store: ProjectedGraphStore
     ) -> None:

@@ -259,6 +259,16 @@ class GraphView(MemoryLedger, ClosingContext):
                 resolved[start] = current
             return resolved
 
+    async def resolve_entity_ids_by_tenant(
+        self, asked: Mapping[TenantId, Iterable[EntityId]]
+    ) -> dict[TenantId, dict[EntityId, EntityId]]:
+        """``resolve_entity_ids`` of each tenant of ``asked``
+        (contracts.ports.graph.TenantResolution)."""
+        return {
+            TenantId(tenant): await self.resolve_entity_ids(tenant, ids)
+            for tenant, ids in asked.items()
+        }
+
     # RelationshipStore
 
     async def upsert_relationships(

@@ -153,17 +153,36 @@ RETURN a.id AS alias_id, r.reason AS reason, r.tenant_id AS tenant_id, a.tenant_
 #: the pattern. On a cycle that rule ends the walk with no chain end, which
 #: alone would read as "resolves to itself"; an alias row with no end is the
 #: cycle the store raises on.
-RESOLVE: Final = """
-UNWIND $ids AS id
-MATCH (s:AliasId {tenant_id: $tenant, id: id})
-WHERE EXISTS { (s)-[:ALIAS_OF]->() }
+_resolve_walk: Final = """WHERE EXISTS { (s)-[:ALIAS_OF]->() }
 CALL (s) {
   OPTIONAL MATCH walk = (s)-[:ALIAS_OF*]->(end:AliasId)
   WHERE NOT EXISTS { (end)-[:ALIAS_OF]->() }
   RETURN collect(end.id) AS ends, collect(end.tenant_id) AS tenants, max(length(walk)) AS hops
 }
-RETURN id, s.tenant_id AS tenant_id, ends, tenants, hops
 """
+
+RESOLVE: Final = (
+    """
+UNWIND $ids AS id
+MATCH (s:AliasId {tenant_id: $tenant, id: id})
+"""
+    + _resolve_walk
+    + """RETURN id, s.tenant_id AS tenant_id, ends, tenants, hops
+"""
+)
+
+#: ``RESOLVE`` for several tenants in one round trip (``$asks``: one row per
+#: tenant, its ``ids``); each row comes back with the tenant it was asked for.
+RESOLVE_BY_TENANT: Final = (
+    """
+UNWIND $asks AS ask
+UNWIND ask.ids AS id
+MATCH (s:AliasId {tenant_id: ask.tenant, id: id})
+"""
+    + _resolve_walk
+    + """RETURN ask.tenant AS asked, id, s.tenant_id AS tenant_id, ends, tenants, hops
+"""
+)
 
 
 @lru_cache(maxsize=64)

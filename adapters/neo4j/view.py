@@ -17,7 +17,7 @@ checks every returned record's tenant: a foreign one raises
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -216,27 +216,61 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
             if not asked:
                 return {}
             records = await self._run(q.RESOLVE, part, write=False, ids=asked)
-            walks = {r["id"]: r for r in records}
-            resolved: dict[EntityId, EntityId] = {}
-            for start in asked:
-                walk = walks.get(start)
-                if walk is None:
-                    resolved[start] = start
-                    continue
-                for found in [walk["tenant_id"], *walk["tenants"]]:
-                    part.check(found)
-                ends = set(walk["ends"])
-                if not ends:
-                    # An outgoing alias edge and no chain end: the walk met a cycle.
-                    raise AliasCycleError(part.tenant, start)
-                if len(ends) > 1:
-                    raise PermanentStoreError(
-                        f"tenant {part.tenant!r}: alias chain of {start!r} forks into "
-                        f"{sorted(ends)}; an id has at most one canonical (corrupt store)"
-                    )
-                check_resolved_depth(part.tenant, start, walk["hops"], self.max_alias_depth)
-                resolved[start] = EntityId(ends.pop())
-            return resolved
+            return self._resolved(part, asked, {r["id"]: r for r in records})
+
+    async def resolve_entity_ids_by_tenant(
+        self, asked: Mapping[TenantId, Iterable[EntityId]]
+    ) -> dict[TenantId, dict[EntityId, EntityId]]:
+        """``resolve_entity_ids`` of each tenant of ``asked``, in one statement
+        (contracts.ports.graph.TenantResolution)."""
+        wanted: dict[TenantId, list[EntityId]] = {}
+        for tenant, ids in asked.items():
+            with _scoped(tenant, "resolve_entity_ids_by_tenant") as part:
+                wanted[part.tenant] = list(dict.fromkeys(ids))
+        rows = [{"tenant": t, "ids": ids} for t, ids in sorted(wanted.items()) if ids]
+        walks: dict[TenantId, dict[str, Any]] = {tenant: {} for tenant in wanted}
+        if rows:
+            blame = Blame(
+                "neo4j.graph.resolve_entity_ids_by_tenant",
+                None,
+                [i for ids in wanted.values() for i in ids],
+            )
+            records = await self._runner.run(
+                q.RESOLVE_BY_TENANT, {"asks": rows}, write=False, blame=blame
+            )
+            for record in records:
+                walks[TenantId(record["asked"])][record["id"]] = record
+        resolved: dict[TenantId, dict[EntityId, EntityId]] = {}
+        for tenant, ids in wanted.items():
+            with _scoped(tenant, "resolve_entity_ids_by_tenant") as part:
+                resolved[tenant] = self._resolved(part, ids, walks[tenant])
+        return resolved
+
+    def _resolved(
+        self, part: Partition, asked: Sequence[EntityId], walks: Mapping[str, Any]
+    ) -> dict[EntityId, EntityId]:
+        """Each id of ``asked`` to its canonical, from the walks ``RESOLVE``
+        returned by start id (an id without one resolves to itself)."""
+        resolved: dict[EntityId, EntityId] = {}
+        for start in asked:
+            walk = walks.get(start)
+            if walk is None:
+                resolved[start] = start
+                continue
+            for found in [walk["tenant_id"], *walk["tenants"]]:
+                part.check(found)
+            ends = set(walk["ends"])
+            if not ends:
+                # An outgoing alias edge and no chain end: the walk met a cycle.
+                raise AliasCycleError(part.tenant, start)
+            if len(ends) > 1:
+                raise PermanentStoreError(
+                    f"tenant {part.tenant!r}: alias chain of {start!r} forks into "
+                    f"{sorted(ends)}; an id has at most one canonical (corrupt store)"
+                )
+            check_resolved_depth(part.tenant, start, walk["hops"], self.max_alias_depth)
+            resolved[start] = EntityId(ends.pop())
+        return resolved
 
     # RelationshipStore
 

@@ -10,7 +10,7 @@ means by Unicode code point (Python's string order; ``COLLATE "C"`` in SQL).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
@@ -92,6 +92,21 @@ class AliasStore(AsyncClosable, Protocol):
         not, maps to itself) and transitive (chains are followed to their end).
         Resolution is bounded by the number of aliases plus one; a cycle raises
         ``AliasCycleError`` instead of answering."""
+        ...
+
+
+@runtime_checkable
+class TenantResolution(Protocol):
+    """What a unit of work may offer besides ``AliasStore``: the resolution of
+    several tenants' ids at once, as ``resolve_entity_ids`` would answer each
+    tenant's, so that the graph fold asks once per run of extractions instead
+    of once per tenant of the run (a round trip each; measured by
+    bench/neo4j_profile.py). A store without it is asked tenant by tenant."""
+
+    async def resolve_entity_ids_by_tenant(
+        self, asked: Mapping[TenantId, Iterable[EntityId]]
+    ) -> dict[TenantId, dict[EntityId, EntityId]]:
+        """For each tenant of ``asked``: ``resolve_entity_ids`` of its ids."""
         ...
 
 

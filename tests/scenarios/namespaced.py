@@ -33,6 +33,8 @@ from contracts.domain import (
 from contracts.ids import TenantId
 
 _TENANT_FIELD = (Entity, Relationship, Alias)
+#: Methods whose argument and answer are keyed by tenant id.
+_BY_TENANT = {"tenant_ledgers", "resolve_entity_ids_by_tenant"}
 
 
 class Names:
@@ -96,15 +98,16 @@ class Namespaced:
             for param, value in bound.arguments.items():
                 if param == "tenant_id":
                     bound.arguments[param] = names.inward(value)
-                elif name == "tenant_ledgers":
-                    # Keyed by tenant id (contracts.ports.ledger.TenantLedgerReads).
+                elif name in _BY_TENANT:
+                    # Keyed by tenant id (contracts.ports.ledger.TenantLedgerReads,
+                    # contracts.ports.graph.TenantResolution).
                     bound.arguments[param] = {names.inward(t): ids for t, ids in value.items()}
                 else:
                     bound.arguments[param] = names.value(value, names.inward)
             result = await target(*bound.args, **bound.kwargs)
             if name == "checkpoints":
                 return names.checkpoint_keys(result)
-            if name == "tenant_ledgers":
+            if name in _BY_TENANT:
                 return {
                     names.outward(t): names.value(found, names.outward)
                     for t, found in result.items()

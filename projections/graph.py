@@ -185,8 +185,9 @@ class GraphProjection(Fold[GraphUnitOfWork]):
             for tenant, end in part:
                 asked.setdefault(tenant, []).append(end)
             if isinstance(uow, TenantResolution):
-                for tenant, found in (await uow.resolve_entity_ids_by_tenant(asked)).items():
-                    resolved[tenant].update(found)
+                found = await uow.resolve_entity_ids_by_tenant(asked)
+                for tenant in asked:  # a tenant left out of the answer is a KeyError
+                    resolved[tenant].update(found[tenant])
             else:
                 for tenant, ids in asked.items():
                     resolved[tenant].update(await uow.resolve_entity_ids(tenant, ids))

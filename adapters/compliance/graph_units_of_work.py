@@ -220,7 +220,9 @@ class UnitOfWorkTier:
         self, store: ProjectedGraphStore
     ) -> None:
         """A unit of work's partition (checkpoint and rebuild markers) changes
-        only through it until it ends: another writer of a marker waits."""
+        only through it until it ends: another writer of a marker waits. Held
+        from the unit of work's first call (a store may take its lock with
+        its first statement: the Neo4j one does)."""
         t, p = fresh_tenant(), fresh_partition()
         marker = RebuildMarker(t, p, start_offset=0, end_offset=9, applied_through=2)
         async with store.unit_of_work(p) as uow:
@@ -233,6 +235,7 @@ class UnitOfWorkTier:
         await asyncio.wait_for(writer, timeout=30)
         assert await store.rebuild_markers(p) == [marker]
         async with store.unit_of_work(p) as uow:
+            assert await uow.checkpoint(p) == 0
             closer = asyncio.create_task(store.close_rebuild_marker(t, p))
             await asyncio.sleep(0.5)
             assert not closer.done()

@@ -117,17 +117,36 @@ class Neo4jLedger:
         self._runner = runner
         # Set for the length of a unit of work (``lock_partition``).
         self._locked: LockedPartition | None = None
+        # A lock asked for and not yet taken (``lock_on_first_statement``).
+        self._pending: StreamPartition | None = None
 
-    def _own(self, partition: StreamPartition) -> LockedPartition | None:
+    async def _own(self, partition: StreamPartition) -> LockedPartition | None:
+        await self._take_pending_lock()
         locked = self._locked
         return locked if locked is not None and locked.holds(partition) else None
 
     async def lock_partition(self, partition: StreamPartition) -> None:
-        """A unit of work's first statement: lock the partition's checkpoint and
-        read it with the partition's rebuild markers. Called by the store on a
-        unit of work's view only; its direct view always reads the database."""
+        """Lock the partition's checkpoint now and read it with the partition's
+        rebuild markers. Called on a unit of work's view only; its direct view
+        always reads the database."""
         params = {**partition_params(partition), "token": uuid.uuid4().hex}
         record = (await self._write(q.LOCK_PARTITION, params, "lock the checkpoint"))[0]
+        self._hold(partition, record)
+
+    def lock_on_first_statement(self, partition: StreamPartition) -> None:
+        """Have the unit of work's first statement take ``lock_partition``'s
+        lock: before it, or in it when that is the tenant ledgers' read
+        (``LOCK_WITH_TENANT_LEDGERS``, the fold's first call). Every
+        statement and every answer from the locked partition waits for the
+        lock, so nothing is read or written before it is held (ADR 0004)."""
+        self._pending = partition
+
+    async def _take_pending_lock(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            await self.lock_partition(pending)
+
+    def _hold(self, partition: StreamPartition, record: Any) -> None:
         markers = (marker_from(m) for m in record["markers"])
         self._locked = LockedPartition(
             partition.topic,
@@ -146,18 +165,31 @@ class Neo4jLedger:
 
     def release_partition(self) -> None:
         """The unit of work has ended: its calls reach the (closed) runner again."""
-        self._locked = None
+        self._locked = self._pending = None
+
+    async def _statement(
+        self, query: Any, params: dict[str, Any], *, write: bool, blame: Blame
+    ) -> list[Any]:
+        """Every statement goes through here: after the pending lock, if any."""
+        await self._take_pending_lock()
+        return await self._runner.run(query, params, write=write, blame=blame)
+
+    async def _defer(
+        self, query: Any, params: dict[str, Any], blame: Blame, joins: dict[str, Any]
+    ) -> None:
+        await self._take_pending_lock()
+        await self._runner.defer(query, params, blame, joins)
 
     async def _read(self, query: Any, params: dict[str, Any], what: str) -> list[Any]:
-        return await self._runner.run(query, params, write=False, blame=Blame(what))
+        return await self._statement(query, params, write=False, blame=Blame(what))
 
     async def _write(self, query: Any, params: dict[str, Any], what: str) -> list[Any]:
-        return await self._runner.run(query, params, write=True, blame=Blame(what))
+        return await self._statement(query, params, write=True, blame=Blame(what))
 
     async def _delete_in_batches(self, query: Any, params: dict[str, Any], blame: Blame) -> int:
         total = 0
         while True:
-            records = await self._runner.run(
+            records = await self._statement(
                 query, {**params, "batch": DELETE_BATCH}, write=True, blame=blame
             )
             deleted = int(records[0]["deleted"])
@@ -166,7 +198,7 @@ class Neo4jLedger:
                 return total
 
     async def checkpoint(self, partition: StreamPartition) -> int:
-        if (own := self._own(partition)) is not None:
+        if (own := await self._own(partition)) is not None:
             return own.checkpoint(partition)
         records = await self._read(q.READ_CHECKPOINT, partition_params(partition), "checkpoint")
         if not records or records[0]["offset"] is None:
@@ -177,7 +209,7 @@ class Neo4jLedger:
     async def advance_checkpoint(self, partition: StreamPartition, offset: int) -> None:
         # Every stored checkpoint is at least NO_CHECKPOINT: no statement needed.
         check_storable(partition, offset)
-        if (own := self._own(partition)) is not None:
+        if (own := await self._own(partition)) is not None:
             own.advance(partition, offset)  # written by write_deferred
             return
         params = {
@@ -195,7 +227,7 @@ class Neo4jLedger:
         return {(r["topic"], r["partition"]): r["offset"] for r in sorted(records, key=_topic_key)}
 
     async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
-        if (own := self._own(partition)) is not None:
+        if (own := await self._own(partition)) is not None:
             return sorted(own.markers.values(), key=lambda m: m.tenant_id)
         records = await self._read(q.REBUILD_MARKERS, partition_params(partition), "markers")
         # A marker deleted while it is read comes back missing properties
@@ -215,13 +247,13 @@ class Neo4jLedger:
             "token": uuid.uuid4().hex,
         }
         await self._write(q.PUT_REBUILD_MARKER, params, "put_rebuild_marker")
-        if (own := self._own(marker.partition)) is not None:
+        if (own := await self._own(marker.partition)) is not None:
             own.markers[marker.tenant_id] = marker
 
     async def close_rebuild_marker(self, tenant_id: TenantId, partition: StreamPartition) -> bool:
         params = {**partition_params(partition), "tenant": tenant_id, "token": uuid.uuid4().hex}
         records = await self._write(q.CLOSE_REBUILD_MARKER, params, "close_rebuild_marker")
-        if (own := self._own(partition)) is not None:
+        if (own := await self._own(partition)) is not None:
             own.markers.pop(tenant_id, None)
         return bool(records[0]["closed"])
 
@@ -247,7 +279,15 @@ class Neo4jLedger:
             rows.append(
                 {"tenant": valid_tenant(tenant), "ids": [i for i in ids if i not in buffered]}
             )
-        records = await self._read(q.TENANT_LEDGERS, {"tenants": rows}, "tenant_ledgers")
+        pending, self._pending = self._pending, None
+        if pending is None:
+            records = await self._read(q.TENANT_LEDGERS, {"tenants": rows}, "tenant_ledgers")
+        else:
+            # The unit of work's first statement: its lock with the ledgers.
+            params = {**partition_params(pending), "token": uuid.uuid4().hex, "tenants": rows}
+            what = "lock the checkpoint and read the tenant ledgers"
+            records = await self._write(q.LOCK_WITH_TENANT_LEDGERS, params, what)
+            self._hold(pending, records[0])
         found: dict[TenantId, tuple[ErasureTombstone | None, set[EventId]]] = {}
         for record in records:
             tenant = TenantId(record["tenant"])
@@ -271,6 +311,7 @@ class Neo4jLedger:
         self, tenant_id: TenantId, event_ids: Iterable[EventId]
     ) -> set[EventId]:
         ids = sorted(set(event_ids))
+        await self._take_pending_lock()
         buffered = self._locked.applied_of(tenant_id, ids) if self._locked is not None else set()
         ids = [i for i in ids if i not in buffered]
         if not ids:
@@ -285,6 +326,7 @@ class Neo4jLedger:
         ids = sorted(set(event_ids))
         if not ids:
             return
+        await self._take_pending_lock()
         if self._locked is not None:
             # Written by write_deferred, with the checkpoint.
             self._locked.applied.update(((tenant_id, i), _aware(applied_at)) for i in ids)

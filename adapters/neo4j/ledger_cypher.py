@@ -17,15 +17,17 @@ from typing import Final
 #: taken, the checkpoint and the partition's rebuild markers cannot change
 #: until commit except through this unit of work: every writer of either takes
 #: the same lock first (ADR 0004, "The locked partition in memory").
-LOCK_PARTITION: Final = """
-MERGE (c:Checkpoint {topic: $topic, partition: $partition})
+_lock: Final = """MERGE (c:Checkpoint {topic: $topic, partition: $partition})
 SET c.lock = $token
-RETURN c.offset AS offset, c.topic_id AS topic_id,
+"""
+
+_locked_columns: Final = """c.offset AS offset, c.topic_id AS topic_id,
        COLLECT {
          MATCH (m:RebuildMarker {topic: $topic, partition: $partition})
          RETURN properties(m)
-       } AS markers
-"""
+       } AS markers"""
+
+LOCK_PARTITION: Final = _lock + "RETURN " + _locked_columns + "\n"
 
 #: The last statement of a unit of work, run just before commit: the
 #: checkpoint it advanced (``$offset`` null: unchanged) and the applied event
@@ -117,16 +119,30 @@ RETURN a.event_id AS id
 
 #: ``ERASURE_TOMBSTONE`` and ``APPLIED_EVENT_IDS`` for several tenants
 #: (``$tenants``: maps of tenant and ids) in one statement.
-TENANT_LEDGERS: Final = """
-UNWIND $tenants AS t
+_tenant_rows: Final = """UNWIND $tenants AS t
 OPTIONAL MATCH (s:ErasureTombstone {tenant_id: t.tenant})
 RETURN t.tenant AS tenant, properties(s) AS stone,
        COLLECT {
          UNWIND t.ids AS id
          MATCH (a:AppliedEvent {tenant_id: t.tenant, event_id: id})
          RETURN a.event_id
-       } AS applied
-"""
+       } AS applied"""
+
+TENANT_LEDGERS: Final = _tenant_rows + "\n"
+
+#: ``LOCK_PARTITION`` and then ``TENANT_LEDGERS`` in one statement: a unit of
+#: work whose first call reads the tenant ledgers (the fold's order) takes its
+#: lock with them, a round trip fewer (ADR 0004). A row per tenant of
+#: ``$tenants`` (never empty), each with the partition's columns, read once
+#: the lock is taken, as ``LOCK_PARTITION`` reads them.
+LOCK_WITH_TENANT_LEDGERS: Final = (
+    _lock
+    + "WITH "
+    + _locked_columns
+    + "\n"
+    + _tenant_rows
+    + ",\n       offset, topic_id, markers\n"
+)
 
 RECORD_APPLIED_EVENTS: Final = """
 UNWIND $ids AS id

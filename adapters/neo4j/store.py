@@ -224,7 +224,7 @@ class Neo4jGraphStore(ClosingContext):
                 uow = Neo4jGraphView(runner)
                 uow.max_alias_depth = self.max_alias_depth
                 try:
-                    await uow.lock_partition(partition)
+                    uow.lock_on_first_statement(partition)
                     yield uow
                     await uow.write_deferred()
                     await runner.commit()

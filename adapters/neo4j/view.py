@@ -83,7 +83,7 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
         self, query: Any, part: Partition, *, write: bool, blamed: Sequence[str] = (), **params: Any
     ) -> list[Any]:
         blame = Blame(part.where, part.tenant, blamed)
-        return await self._runner.run(
+        return await self._statement(
             query, {"tenant": part.tenant, **params}, write=write, blame=blame
         )
 
@@ -166,7 +166,7 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
             ids = [e.id for e in merged]
             # Nothing is read back: inside a unit of work it joins the edge
             # upsert that follows it (the graph fold's order) in one statement.
-            await self._runner.defer(
+            await self._defer(
                 q.UPSERT_ENTITIES,
                 {"tenant": part.tenant, "entities": rows, "reserved": _RESERVED},
                 Blame(part.where, part.tenant, ids),
@@ -235,7 +235,7 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 None,
                 [i for ids in wanted.values() for i in ids],
             )
-            records = await self._runner.run(
+            records = await self._statement(
                 q.RESOLVE_BY_TENANT, {"asks": rows}, write=False, blame=blame
             )
             for record in records:
@@ -387,7 +387,7 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
         while True:
             batch = ledger.DELETE_BATCH
             params = {"tenant": tenant, "after": after, "batch": batch}
-            [step] = await self._runner.run(
+            [step] = await self._statement(
                 q.DELETE_TENANT_RELATIONSHIPS, params, write=True, blame=blame
             )
             total += int(step["deleted"])

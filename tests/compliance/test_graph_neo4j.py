@@ -12,6 +12,7 @@ rows in the shared database.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ import pytest
 from adapters.compliance.graph_store import GraphStoreCompliance
 from adapters.compliance.ledger import LedgerCompliance
 from adapters.neo4j import Neo4jGraphStore
-from contracts.domain import Entity, ErasureTombstone, StreamPartition
+from contracts.domain import Entity, ErasureTombstone, RebuildMarker, StreamPartition
 from contracts.ids import EntityId, EventId, TenantId
 from contracts.ports.ledger import TenantLedgerReads
 from tests.services import Neo4jConfig
@@ -83,5 +84,53 @@ async def test_a_unit_of_work_reads_several_tenants_ledgers_as_one_by_one(
         assert found == one_by_one
         assert found[erased] == (ErasureTombstone(erased, partition, 41), {"e1"})
         assert found[live] == (None, {"e2", "e9"})
+    for tenant in (erased, live):
+        await neo4j_store.forget_applied_events(tenant)
+
+
+async def test_a_unit_of_work_opened_by_the_tenant_ledgers_reads_them_under_its_lock(
+    neo4j_store: Neo4jGraphStore,
+) -> None:
+    """The fold's first call, ``tenant_ledgers``, takes the partition's lock
+    with it (``LOCK_WITH_TENANT_LEDGERS``): the same answers as when the lock
+    came first, the partition's checkpoint and markers read with them, and
+    units of work opened so on one partition still never interleave."""
+    erased, live = TenantId(f"tl-{uuid.uuid4().hex[:8]}"), TenantId(f"tl-{uuid.uuid4().hex[:8]}")
+    partition = StreamPartition(f"tl-{uuid.uuid4().hex[:8]}", 0, "topic-id")
+    marker = RebuildMarker(live, partition, start_offset=0, end_offset=9, applied_through=2)
+    now = datetime.now(UTC)
+    await neo4j_store.put_erasure_tombstone(ErasureTombstone(erased, partition, 41))
+    await neo4j_store.record_applied_events(erased, [EventId("e1")], now)
+    await neo4j_store.record_applied_events(live, [EventId("e2")], now)
+    await neo4j_store.advance_checkpoint(partition, 0)
+    await neo4j_store.put_rebuild_marker(marker)
+    wanted = {erased: [EventId("e1"), EventId("e3")], live: [EventId("e2"), EventId("e4")]}
+    async with neo4j_store.unit_of_work(partition) as uow:
+        assert isinstance(uow, TenantLedgerReads)
+        found = await uow.tenant_ledgers(wanted)
+        assert await uow.checkpoint(partition) == 0
+        assert await uow.rebuild_markers(partition) == [marker]
+    assert found == {
+        erased: (ErasureTombstone(erased, partition, 41), {"e1"}),
+        live: (None, {"e2"}),
+    }
+
+    async def bump() -> None:
+        async with neo4j_store.unit_of_work(partition) as uow:
+            assert isinstance(uow, TenantLedgerReads)
+            await uow.tenant_ledgers(wanted)
+            seen = await uow.checkpoint(partition)
+            await asyncio.sleep(0.05)
+            await uow.advance_checkpoint(partition, seen + 1)
+            await uow.record_applied_events(live, [EventId(f"b{seen}")], now)
+
+    await asyncio.wait_for(asyncio.gather(bump(), bump(), bump()), timeout=60)
+    assert await neo4j_store.checkpoint(partition) == 3
+    assert await neo4j_store.applied_event_ids(live, [EventId(f"b{i}") for i in range(3)]) == {
+        "b0",
+        "b1",
+        "b2",
+    }
+    await neo4j_store.close_rebuild_marker(live, partition)
     for tenant in (erased, live):
         await neo4j_store.forget_applied_events(tenant)

@@ -28,6 +28,7 @@ from adapters.neo4j.rows import (
     order_key,
 )
 from adapters.neo4j.runner import Blame, TransactionRunner, translate
+from adapters.neo4j.view import Neo4jGraphView
 from contracts.domain import Entity, RebuildMarker, Relationship, StreamPartition
 from contracts.errors import (
     CheckpointRegressionError,
@@ -162,18 +163,25 @@ class _Recorder:
         self, query: str, params: dict[str, Any], *, write: bool, blame: Blame
     ) -> list[Any]:
         self.statements.append((query, params))
+        marker = {
+            "tenant_id": T,
+            "topic": P.topic,
+            "partition": P.partition,
+            "topic_id": P.topic_id,
+            "start_offset": 0,
+            "end_offset": 9,
+            "applied_through": 1,
+            "state": "rebuilding",
+        }
+        locked = {"offset": 3, "topic_id": P.topic_id, "markers": [marker]}
         if query == q.LOCK_PARTITION:
-            marker = {
-                "tenant_id": T,
-                "topic": P.topic,
-                "partition": P.partition,
-                "topic_id": P.topic_id,
-                "start_offset": 0,
-                "end_offset": 9,
-                "applied_through": 1,
-                "state": "rebuilding",
-            }
-            return [{"offset": 3, "topic_id": P.topic_id, "markers": [marker]}]
+            return [locked]
+        if query == q.LOCK_WITH_TENANT_LEDGERS:
+            # Each tenant's first id is applied already.
+            return [
+                {**locked, "tenant": row["tenant"], "stone": None, "applied": row["ids"][:1]}
+                for row in params["tenants"]
+            ]
         return []
 
     async def defer(
@@ -243,6 +251,69 @@ async def test_other_partitions_are_read_from_the_store() -> None:
     assert await ledger.checkpoint(other) == -1
     assert await ledger.rebuild_markers(other) == []
     assert [query for query, _ in runner.statements[1:]] == [q.READ_CHECKPOINT, q.REBUILD_MARKERS]
+
+
+async def test_a_lazily_locked_unit_of_work_takes_its_lock_with_the_tenant_ledgers() -> None:
+    """The fold's first call reads the tenant ledgers: the lock comes with them
+    in one statement, and the partition is then answered from memory."""
+    runner = _Recorder()
+    ledger = Neo4jLedger(runner)
+    ledger.lock_on_first_statement(P)
+    assert await ledger.tenant_ledgers({}) == {}
+    assert runner.statements == []  # nothing asked, nothing sent: the lock waits
+    other = TenantId("t-other")
+    found = await ledger.tenant_ledgers({T: [EventId("b"), EventId("a")], other: []})
+    assert found == {T: (None, {"a"}), other: (None, set())}
+    [(query, params)] = runner.statements
+    assert query == q.LOCK_WITH_TENANT_LEDGERS
+    assert (params["topic"], params["partition"]) == (P.topic, P.partition)
+    assert params["tenants"] == [{"tenant": other, "ids": []}, {"tenant": T, "ids": ["a", "b"]}]
+    assert await ledger.checkpoint(P) == 3
+    assert await ledger.rebuild_markers(P) == [RebuildMarker(T, P, 0, 9, 1)]
+    await ledger.record_applied_events(T, [EventId("c")], datetime.now(UTC))
+    assert await ledger.applied_event_ids(T, [EventId("c")]) == {"c"}
+    assert len(runner.statements) == 1  # all of it from the locked partition
+    await ledger.tenant_ledgers({T: [EventId("d")]})  # held: a plain read now
+    assert runner.statements[-1][0] == q.TENANT_LEDGERS
+
+
+def _first_calls() -> dict[str, Any]:
+    now = datetime.now(UTC)
+    return {
+        "checkpoint": lambda v: v.checkpoint(P),
+        "markers": lambda v: v.rebuild_markers(P),
+        "advance": lambda v: v.advance_checkpoint(P, 4),
+        "record applied": lambda v: v.record_applied_events(T, [EventId("a")], now),
+        "applied ids": lambda v: v.applied_event_ids(T, [EventId("a")]),
+        "put marker": lambda v: v.put_rebuild_marker(RebuildMarker(T, P, 0, 9, 2)),
+        "another partition": lambda v: v.checkpoint(StreamPartition(P.topic, 9, P.topic_id)),
+        "upsert": lambda v: v.upsert_entities(T, [Entity(T, EntityId("e"), "E", "Thing")]),
+        "resolve": lambda v: v.resolve_entity_ids(T, [EntityId("e")]),
+        "resolve by tenant": lambda v: v.resolve_entity_ids_by_tenant({T: [EntityId("e")]}),
+    }
+
+
+@pytest.mark.parametrize("call", sorted(_first_calls()))
+async def test_a_lazily_locked_unit_of_work_locks_before_any_other_first_call(call: str) -> None:
+    runner = _Recorder()
+    view = Neo4jGraphView(runner)
+    view.lock_on_first_statement(P)
+    await _first_calls()[call](view)
+    assert runner.statements[0][0] == q.LOCK_PARTITION
+    assert [query for query, _ in runner.statements].count(q.LOCK_PARTITION) == 1
+    await view.write_deferred()
+    view.release_partition()
+    assert [query for query, _ in runner.statements].count(q.LOCK_PARTITION) == 1
+
+
+async def test_a_lazily_locked_unit_of_work_that_sends_nothing_takes_no_lock() -> None:
+    runner = _Recorder()
+    ledger = Neo4jLedger(runner)
+    ledger.lock_on_first_statement(P)
+    await ledger.write_deferred()
+    ledger.release_partition()
+    await ledger.checkpoint(P)  # ended: read from the store, unlocked
+    assert [query for query, _ in runner.statements] == [q.READ_CHECKPOINT]
 
 
 class _Tx:

@@ -253,10 +253,13 @@ class Fold(abc.ABC, Generic[U]):
                     stones, applied = ledgers
                     admission.tombstones.update(stones)
                 admitted = await self._admit(uow, admission, segment.records, tally, applied)
-                await self._write(uow, admitted, tally)
-                tally.applied += len(admitted)
+                # The ledger before the effects: the same transaction either
+                # way, and a store may send its ledger write with the first
+                # data write (ADR 0004).
                 await self._record_applied(uow, admitted)
                 await admission.persist(uow, original)
+                await self._write(uow, admitted, tally)
+                tally.applied += len(admitted)
                 if seat is not None:
                     agreed = await seat.agree(segment.offsets, None)
                     if agreed[0] is not Agreement.COMMIT:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Final
 
+from adapters.neo4j.ledger_cypher import WRITE_DEFERRED
 from contracts.validation import check_type_name
 
 #: The store's own labels. An entity type spelled like one gets no type label
@@ -248,6 +249,19 @@ RETURN missing
 #: lookups see the entities written above them in the same statement.
 UPSERT_ENTITIES_AND_RELATIONSHIPS: Final = (
     "CALL () {" + UPSERT_ENTITIES + "}\n" + UPSERT_RELATIONSHIPS
+)
+
+#: The unit of work's deferred ledger write (``ledger_cypher.WRITE_DEFERRED``:
+#: its checkpoint and applied ids) carried by its first entity upsert, and by
+#: the edge upsert joined to that. The fold writes a unit of work's ledger
+#: before its effects, so a unit of work of extractions sends no ledger
+#: statement of its own: a round trip fewer. All of it is one transaction, so
+#: the order inside it changes no answer (the ledger's reads of what is
+#: deferred are answered from memory or after it).
+LEDGER_AND_UPSERT_ENTITIES: Final = "CALL () {" + WRITE_DEFERRED + "}\n" + UPSERT_ENTITIES
+
+LEDGER_AND_UPSERT_ENTITIES_AND_RELATIONSHIPS: Final = (
+    "CALL () {" + WRITE_DEFERRED + "}\n" + UPSERT_ENTITIES_AND_RELATIONSHIPS
 )
 
 DELETE_RELATIONSHIPS: Final = """

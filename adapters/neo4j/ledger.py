@@ -156,6 +156,13 @@ class Neo4jLedger:
             {m.tenant_id: m for m in markers},
         )
 
+    async def _take_deferred(self) -> dict[str, Any] | None:
+        """The parameters of what ``write_deferred`` would write now, for a
+        statement that carries it (``WRITE_DEFERRED`` joined to it); None when
+        nothing is deferred. Taking them clears what they carry."""
+        await self._take_pending_lock()
+        return self._locked.deferred() if self._locked is not None else None
+
     async def write_deferred(self) -> None:
         """Write what the unit of work deferred, in one statement: run before
         commit, and before any read the deferred writes would change."""

@@ -51,6 +51,7 @@ _RESERVED = sorted(q.RESERVED_LABELS)
 
 #: The statement a deferred entity upsert and the next one become together.
 _JOINS = {q.UPSERT_RELATIONSHIPS: q.UPSERT_ENTITIES_AND_RELATIONSHIPS}
+_LEDGER_JOINS = {q.UPSERT_RELATIONSHIPS: q.LEDGER_AND_UPSERT_ENTITIES_AND_RELATIONSHIPS}
 
 
 def _tenant_of(record: Entity | Relationship | Alias) -> TenantId:
@@ -165,13 +166,16 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
             rows = [entity_row(e) for e in merged]
             ids = [e.id for e in merged]
             # Nothing is read back: inside a unit of work it joins the edge
-            # upsert that follows it (the graph fold's order) in one statement.
-            await self._defer(
-                q.UPSERT_ENTITIES,
-                {"tenant": part.tenant, "entities": rows, "reserved": _RESERVED},
-                Blame(part.where, part.tenant, ids),
-                _JOINS,
-            )
+            # upsert that follows it (the graph fold's order) in one statement,
+            # and carries the unit of work's deferred ledger write, if any.
+            params = {"tenant": part.tenant, "entities": rows, "reserved": _RESERVED}
+            blame = Blame(part.where, part.tenant, ids)
+            deferred = await self._take_deferred()
+            if deferred is None:
+                await self._defer(q.UPSERT_ENTITIES, params, blame, _JOINS)
+            else:
+                params.update(deferred)
+                await self._defer(q.LEDGER_AND_UPSERT_ENTITIES, params, blame, _LEDGER_JOINS)
 
     # AliasStore
 

@@ -17,6 +17,7 @@ from neo4j.exceptions import (
     SessionExpired,
 )
 
+from adapters.neo4j import cypher as graph_q
 from adapters.neo4j import ledger_cypher as q
 from adapters.neo4j.ledger import Neo4jLedger
 from adapters.neo4j.rows import (
@@ -374,6 +375,62 @@ async def test_a_deferred_write_runs_alone_before_anything_else() -> None:
         "FIRST", "OTHER", "FIRST", "SECOND", "FIRST", "SECOND", "FIRST", "FIRST", "COMMIT"
     ]  # fmt: skip
     assert tx.sent[-2][1]["a"] == 3
+
+
+class _LockingTx(_Tx):
+    """The lock statement finds checkpoint 3, an edge upsert its ends, and a
+    read of applied ids every id it asks for."""
+
+    async def run(self, query: str, params: dict[str, Any]) -> Any:
+        self.sent.append((query, params))
+        found = [{"offset": 3, "topic_id": P.topic_id, "markers": [], "missing": []}]
+        if query == q.APPLIED_EVENT_IDS:  # every id asked was written
+            found = [{"id": event_id} for event_id in params["ids"]]
+
+        async def records() -> Any:
+            for record in found:
+                yield record
+
+        return records()
+
+
+async def test_a_unit_of_works_ledger_write_rides_with_its_first_entity_upsert() -> None:
+    """The fold records the applied ids and moves the checkpoint before the
+    effects: the entity upsert, joined to its edges, carries them, and
+    nothing is left to write before commit."""
+    tx = _LockingTx()
+    view = Neo4jGraphView(TransactionRunner(tx))  # type: ignore[arg-type]
+    view.lock_on_first_statement(P)
+    now = datetime.now(UTC)
+    await view.record_applied_events(T, [EventId("a")], now)
+    await view.advance_checkpoint(P, 5)
+    entity, other = Entity(T, EntityId("e"), "E", "Thing"), Entity(T, EntityId("f"), "F", "Thing")
+    await view.upsert_entities(T, [entity, other])
+    await view.upsert_relationships(T, [Relationship(T, EntityId("e"), EntityId("f"), "IS")])
+    await view.write_deferred()
+    assert [query for query, _ in tx.sent] == [
+        q.LOCK_PARTITION,
+        graph_q.LEDGER_AND_UPSERT_ENTITIES_AND_RELATIONSHIPS,
+    ]
+    params = tx.sent[1][1]
+    assert (params["offset"], params["topic_id"]) == (5, P.topic_id)
+    assert params["applied"] == [{"tenant": T, "applied_at": now, "ids": ["a"]}]
+    assert [row["id"] for row in params["entities"]] == ["e", "f"]
+    assert params["endpoints"] == ["e", "f"]
+    assert await view.checkpoint(P) == 5
+    assert await view.applied_event_ids(T, [EventId("a")]) == {"a"}  # read from the store
+    assert tx.sent[-1][0] == q.APPLIED_EVENT_IDS
+    # Recorded later: the next upsert carries it; alone, it is sent alone.
+    await view.record_applied_events(T, [EventId("b")], now)
+    await view.upsert_entities(T, [entity])
+    await view.record_applied_events(T, [EventId("c")], now)
+    await view.write_deferred()
+    assert [query for query, _ in tx.sent[3:]] == [
+        graph_q.LEDGER_AND_UPSERT_ENTITIES,
+        q.WRITE_DEFERRED,
+    ]
+    assert tx.sent[3][1]["applied"][0]["ids"] == ["b"]
+    assert tx.sent[4][1]["applied"][0]["ids"] == ["c"]
 
 
 async def test_a_rolled_back_unit_of_work_never_sends_its_deferred_write() -> None:

@@ -156,11 +156,11 @@ class Neo4jLedger:
             {m.tenant_id: m for m in markers},
         )
 
-    async def _take_deferred(self) -> dict[str, Any] | None:
+    def _take_deferred(self) -> dict[str, Any] | None:
         """The parameters of what ``write_deferred`` would write now, for a
         statement that carries it (``WRITE_DEFERRED`` joined to it); None when
-        nothing is deferred. Taking them clears what they carry."""
-        await self._take_pending_lock()
+        nothing is deferred (nor while the lock is pending: every call that
+        defers a write takes it first). Taking them clears what they carry."""
         return self._locked.deferred() if self._locked is not None else None
 
     async def write_deferred(self) -> None:

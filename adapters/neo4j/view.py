@@ -170,7 +170,7 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
             # and carries the unit of work's deferred ledger write, if any.
             params = {"tenant": part.tenant, "entities": rows, "reserved": _RESERVED}
             blame = Blame(part.where, part.tenant, ids)
-            deferred = await self._take_deferred()
+            deferred = self._take_deferred()
             if deferred is None:
                 await self._defer(q.UPSERT_ENTITIES, params, blame, _JOINS)
             else:

@@ -4,8 +4,8 @@ Pure: no store, no I/O, so the cuts can be tested on their own. The events
 between control events share one unit of work (a ``Segment``); each control
 event is a piece of its own (a ``Control``), because its effects are written
 outside the admission state (docs/design.md 5.3). Within a unit of work, a run
-of consecutive extractions shares each write; a merge or an unmerge ends the
-run, so later extractions resolve through the new aliases.
+of extractions shares each write; a merge or an unmerge ends its tenant's
+run, so that tenant's later extractions resolve through the new aliases.
 """
 
 from __future__ import annotations
@@ -108,27 +108,67 @@ class Admitted:
     event: Event
 
 
-Write = Sequence[Admitted] | EntitiesMergedEvent | EntitiesUnmergedEvent
+Mend = EntitiesMergedEvent | EntitiesUnmergedEvent
+Write = Sequence[Admitted] | Mend
+#: A tenant's run of extractions, or one of its merges or unmerges and its offset.
+_TenantWrite = list[Admitted] | tuple[int, Mend]
+
+
+def _tenant_writes(admitted: Sequence[Admitted]) -> list[list[_TenantWrite]]:
+    """Each tenant's writes in log order, tenants in the order they first
+    appear: runs of its consecutive extractions, and each of its merges and
+    unmerges on its own. Any other event ends the tenant's run and writes
+    nothing."""
+    writes: dict[TenantId, list[_TenantWrite]] = {}
+    runs: dict[TenantId, list[Admitted]] = {}
+    for item in admitted:
+        tenant, event = item.event.tenant, item.event
+        if isinstance(event, DocumentExtractedEvent):
+            if tenant not in runs:
+                runs[tenant] = []
+                writes.setdefault(tenant, []).append(runs[tenant])
+            runs[tenant].append(item)
+            continue
+        runs.pop(tenant, None)
+        if isinstance(event, EntitiesMergedEvent | EntitiesUnmergedEvent):
+            writes.setdefault(tenant, []).append((item.offset, event))
+    return list(writes.values())
 
 
 def write_order(admitted: Sequence[Admitted]) -> list[Write]:
-    """The writes of a unit of work, in log order: runs of consecutive
-    extractions, and each merge and unmerge on its own. Any other event ends a
-    run and writes nothing."""
-    writes: list[Write] = []
-    run: list[Admitted] = []
-    for item in admitted:
-        if isinstance(item.event, DocumentExtractedEvent):
-            run.append(item)
-            continue
-        if run:
-            writes.append(run)
-            run = []
-        if isinstance(item.event, EntitiesMergedEvent | EntitiesUnmergedEvent):
-            writes.append(item.event)
-    if run:
-        writes.append(run)
-    return writes
+    """The writes of a unit of work: every tenant's in its own log order,
+    with as few runs of extractions as that allows.
+
+    Tenants never touch each other's rows (keys, aliases and ledgers all
+    carry the tenant), so applying each tenant's events in log order leaves
+    the state that the whole log in order would, whatever the order between
+    tenants. A merge or an unmerge ends only its own tenant's run, and the
+    tenants' runs are written together, aligned on their last: with ``R``
+    runs for the busiest tenant, a tenant with ``r`` runs writes its first in
+    the combined run ``R - r``, and the merges and unmerges before each of its
+    runs just before that combined run (those after its last at the end). A
+    unit of work then writes ``R`` runs, not one more per merge in the
+    partition. A combined run, and the merges and unmerges between two, keep
+    their log order."""
+    tenants = _tenant_writes(admitted)
+    busiest = max((sum(isinstance(w, list) for w in writes) for writes in tenants), default=0)
+    runs: list[list[Admitted]] = [[] for _ in range(busiest)]
+    # Slot k holds what goes before combined run k; slot ``busiest``, the end.
+    mends: list[list[tuple[int, Mend]]] = [[] for _ in range(busiest + 1)]
+    for writes in tenants:
+        slot = busiest - sum(isinstance(w, list) for w in writes)
+        for write in writes:
+            if isinstance(write, list):
+                runs[slot].extend(write)
+                slot += 1
+            else:
+                mends[slot].append(write)
+    order: list[Write] = []
+    for k in range(busiest + 1):
+        order.extend(event for _, event in sorted(mends[k], key=lambda mend: mend[0]))
+        if k < busiest:
+            order.append(sorted(runs[k], key=lambda item: item.offset))
+    return order
 
 
 @dataclass(frozen=True, slots=True)

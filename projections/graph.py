@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from contracts.domain import Alias, Entity, Relationship, RelationshipKey
 from contracts.errors import AliasCycleError, DimensionMismatchError
@@ -21,11 +22,18 @@ from contracts.events import (
     ExtractedRelationship,
 )
 from contracts.ids import EntityId, TenantId
-from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore, TenantResolution
+from contracts.ports.graph import (
+    GraphUnitOfWork,
+    ProjectedGraphStore,
+    TenantResolution,
+    TenantUpserts,
+)
 from projections.batch import Admitted
 from projections.chunks import DEFAULT_CHUNK, chunks
 from projections.fold import Fold, MergeRefused
 from projections.records import Tally
+
+V = TypeVar("V", Entity, Relationship)
 
 
 def _edge(
@@ -81,11 +89,15 @@ class _EdgeWriter:
         # Deleted keys and upserted keys of one flush never overlap in a way that
         # depends on order: deletes name raw or resolved keys of removed edges,
         # and every call site flushes before a later write could touch them.
-        for keys in chunks(self.deletes, self.chunk):
-            await uow.delete_relationships(self.tenant, keys)
+        await self.flush_deletes(uow)
         for edges in chunks(self.upserts, self.chunk):
             await uow.upsert_relationships(self.tenant, edges)
-        self.deletes, self.upserts = [], []
+        self.upserts = []
+
+    async def flush_deletes(self, uow: GraphUnitOfWork) -> None:
+        for keys in chunks(self.deletes, self.chunk):
+            await uow.delete_relationships(self.tenant, keys)
+        self.deletes = []
 
 
 def _endpoints(events: Sequence[DocumentExtractedEvent]) -> set[EntityId]:
@@ -122,6 +134,13 @@ async def _existing(
     if not wanted:
         return set()
     return {e.id for e in await uow.get_entities(tenant, wanted)}
+
+
+def _by_tenant(values: Sequence[V]) -> dict[TenantId, list[V]]:
+    grouped: dict[TenantId, list[V]] = {}
+    for value in values:
+        grouped.setdefault(value.tenant_id, []).append(value)
+    return grouped
 
 
 class GraphProjection(Fold[GraphUnitOfWork]):
@@ -163,8 +182,16 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         # Tenants never touch each other's rows, so grouping by tenant keeps
         # each tenant's own order and the result of one-at-a-time application.
         resolved = await self._resolve_run(uow, by_tenant)
+        if isinstance(uow, TenantUpserts):
+            plans = [
+                await self._extractions(uow, tenant, events, tally, resolved[tenant])
+                for tenant, events in by_tenant.items()
+            ]
+            await self._write_tenants(uow, plans)
+            return
         for tenant, events in by_tenant.items():
-            await self._extractions(uow, tenant, events, tally, resolved[tenant])
+            entities, writer = await self._extractions(uow, tenant, events, tally, resolved[tenant])
+            await self._write_tenant(uow, entities, writer)
 
     async def _resolve_run(
         self, uow: GraphUnitOfWork, by_tenant: dict[TenantId, list[DocumentExtractedEvent]]
@@ -200,26 +227,52 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         events: Sequence[DocumentExtractedEvent],
         tally: Tally,
         resolved: dict[EntityId, EntityId],
-    ) -> None:
+    ) -> tuple[list[Entity], _EdgeWriter]:
+        """A tenant's part of a run: the entities to upsert, and its edge
+        writes (the endpoints' existence read from the store first)."""
         unseen = sorted(_unseen_endpoints(events, resolved))
         already: set[EntityId] = set()
         for ids in chunks(unseen, self.chunk):
             already |= await _existing(uow, tenant, ids)
-        extracted = (e for event in events for e in event.payload.entities)
-        for part in chunks(extracted, self.chunk):
-            await uow.upsert_entities(
-                tenant,
-                [
-                    Entity.prechecked(tenant, EntityId(e.id), e.name, e.type, dict(e.properties))
-                    for e in part
-                ],
-            )
+        entities = [
+            Entity.prechecked(tenant, EntityId(e.id), e.name, e.type, dict(e.properties))
+            for event in events
+            for e in event.payload.entities
+        ]
         writer = _EdgeWriter(tenant, resolved, already, chunk=self.chunk)
         for event in events:
             writer.existing.update(EntityId(e.id) for e in event.payload.entities)
             for rel in event.payload.relationships:
                 writer.write(rel, tally)
+        return entities, writer
+
+    async def _write_tenant(
+        self, uow: GraphUnitOfWork, entities: list[Entity], writer: _EdgeWriter
+    ) -> None:
+        for part in chunks(entities, self.chunk):
+            await uow.upsert_entities(writer.tenant, part)
         await writer.flush(uow)
+
+    async def _write_tenants(
+        self, uow: GraphUnitOfWork, plans: list[tuple[list[Entity], _EdgeWriter]]
+    ) -> None:
+        """Every tenant's deletes, then every entity of the run and then every
+        edge, in ``upsert_by_tenant`` calls of at most ``self.chunk`` entities
+        and ``self.chunk`` edges: the last entities' call carries the first
+        edges, as a tenant's entity upsert and edge upsert go together. Deletes
+        and upserts of one run never touch the same edge (``_EdgeWriter.flush``),
+        and tenants never touch each other's rows, so this leaves what writing
+        tenant by tenant does, in as few calls as the chunks allow."""
+        assert isinstance(uow, TenantUpserts)
+        for _, writer in plans:
+            await writer.flush_deletes(uow)
+        entities = list(chunks((e for batch, _ in plans for e in batch), self.chunk)) or [[]]
+        edges = list(chunks((r for _, writer in plans for r in writer.upserts), self.chunk)) or [[]]
+        calls: list[tuple[list[Entity], list[Relationship]]] = [(p, []) for p in entities[:-1]]
+        calls.append((entities[-1], edges[0]))
+        calls.extend(([], part) for part in edges[1:])
+        for entity_part, edge_part in calls:
+            await uow.upsert_by_tenant(_by_tenant(entity_part), _by_tenant(edge_part))
 
     async def apply_merge(
         self, uow: GraphUnitOfWork, event: EntitiesMergedEvent, tally: Tally

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -22,10 +23,10 @@ from adapters.compliance.graph_support import (
     key,
     rel,
 )
-from contracts.domain import Entity, RebuildMarker, StreamPartition
+from contracts.domain import Entity, RebuildMarker, Relationship, StreamPartition
 from contracts.errors import AliasCycleError, MissingEntityError, TenantIsolationError
 from contracts.ids import EventId, TenantId
-from contracts.ports.graph import ProjectedGraphStore, TenantResolution
+from contracts.ports.graph import ProjectedGraphStore, TenantResolution, TenantUpserts
 from contracts.ports.ledger import NO_CHECKPOINT
 
 
@@ -93,6 +94,92 @@ class UnitOfWorkTier:
             with pytest.raises(AliasCycleError) as raised:
                 await uow.resolve_entity_ids_by_tenant({a: [eid("p")], b: [eid("a")]})
             assert (raised.value.tenant_id, raised.value.entity_id) == (b, "a")
+
+    async def test_a_unit_of_work_upserts_several_tenants_as_each_alone(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        """``upsert_by_tenant`` (contracts.ports.graph.TenantUpserts, which a
+        store may offer) leaves what ``upsert_entities`` and then
+        ``upsert_relationships`` of each tenant leave: the same ids in two
+        tenants stay apart, properties merge with what is stored and within
+        the call, a type changes, and an edge may join an entity of the call
+        to one already stored."""
+        calls, alone = [fresh_tenant() for _ in range(3)], [fresh_tenant() for _ in range(3)]
+        p = fresh_partition()
+
+        def entities(t: TenantId) -> list[Entity]:
+            return [ent(t, "x", w=2), ent(t, "y", type_="Org"), ent(t, "x", u=3)]
+
+        def edges(t: TenantId) -> list[Relationship]:
+            return [
+                rel(t, "x", "y", since=1),
+                rel(t, "y", "old"),
+                rel(t, "x", "y", "KNOWS", 0.5, until=2),
+            ]
+
+        for t in [*calls, *alone]:
+            await store.upsert_entities(t, [ent(t, "x", v=1), ent(t, "y"), ent(t, "old")])
+        a, b, c = calls
+        async with store.unit_of_work(p) as uow:
+            if not isinstance(uow, TenantUpserts):
+                pytest.skip("this store's units of work upsert tenant by tenant")
+            await uow.upsert_by_tenant({a: entities(a), b: entities(b)}, {a: edges(a), c: edges(c)})
+            await uow.upsert_by_tenant({}, {})
+            await uow.upsert_by_tenant({a: []}, {b: []})
+        a2, b2, c2 = alone
+        for t in (a2, b2):
+            await store.upsert_entities(t, entities(t))
+        for t in (a2, c2):
+            await store.upsert_relationships(t, edges(t))
+        for t, t2 in zip(calls, alone, strict=True):
+            found = [replace(e, tenant_id=t2) for e in await store.find_entities(t)]
+            assert found == await store.find_entities(t2)
+            edges_found = [replace(r, tenant_id=t2) for r in await store.get_relationships(t)]
+            assert edges_found == await store.get_relationships(t2)
+        assert [e.type for e in await store.find_entities(a)] == ["Person", "Person", "Org"]
+        assert len(await store.get_relationships(c)) == 2
+
+    async def test_several_tenants_upsert_no_edge_when_one_misses_an_endpoint(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        a, b, c, p = fresh_tenant(), fresh_tenant(), fresh_tenant(), fresh_partition()
+        for t in (b, c):
+            await store.upsert_entities(t, [ent(t, "p"), ent(t, "r")])
+        async with store.unit_of_work(p) as uow:
+            if not isinstance(uow, TenantUpserts):
+                pytest.skip("this store's units of work upsert tenant by tenant")
+            with pytest.raises(MissingEntityError) as raised:
+                await uow.upsert_by_tenant(
+                    {a: [ent(a, "x"), ent(a, "y")], b: [ent(b, "q", v=1)]},
+                    {
+                        a: [rel(a, "x", "y")],
+                        c: [rel(c, "p", "q"), rel(c, "s", "r")],
+                        b: [rel(b, "p", "z")],
+                    },
+                )
+            assert (raised.value.tenant_id, raised.value.entity_ids) == (c, ("q", "s"))
+            # Every entity of the call is written; no edge of it is.
+            assert [e.id for e in await uow.find_entities(a)] == ["x", "y"]
+            assert await uow.get_entity(b, eid("q")) == ent(b, "q", v=1)
+            for t in (a, b, c):
+                assert await uow.get_relationships(t) == []
+
+    async def test_several_tenants_upsert_nothing_when_a_value_is_another_tenants(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        a, b, p = fresh_tenant(), fresh_tenant(), fresh_partition()
+        async with store.unit_of_work(p) as uow:
+            if not isinstance(uow, TenantUpserts):
+                pytest.skip("this store's units of work upsert tenant by tenant")
+            for entities, edges in [
+                ({a: [ent(a, "x")], b: [ent(a, "y")]}, {}),
+                ({a: [ent(a, "x"), ent(a, "y")]}, {b: [rel(a, "x", "y")]}),
+            ]:
+                with pytest.raises(TenantIsolationError):
+                    await uow.upsert_by_tenant(entities, edges)
+                for t in (a, b):
+                    assert await uow.find_entities(t) == []
+                    assert await uow.get_relationships(t) == []
 
     async def test_a_unit_of_work_commits_graph_writes_with_the_checkpoint(
         self, store: ProjectedGraphStore

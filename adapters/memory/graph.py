@@ -292,6 +292,31 @@ class GraphView(MemoryLedger, ClosingContext):
                     _relationship(rel) if existing is None else existing.merged_with(rel)
                 )
 
+    async def upsert_by_tenant(
+        self,
+        entities: Mapping[TenantId, Sequence[Entity]],
+        relationships: Mapping[TenantId, Sequence[Relationship]],
+    ) -> None:
+        """Every tenant's entities, then every tenant's edges
+        (contracts.ports.graph.TenantUpserts)."""
+        for tenant, batch in entities.items():
+            with _scoped(tenant, "upsert_by_tenant") as part:
+                part.only(batch, _tenant_of)
+        for tenant, rels in relationships.items():
+            with _scoped(tenant, "upsert_by_tenant") as part:
+                part.only(rels, _tenant_of)
+        for tenant, batch in entities.items():
+            await self.upsert_entities(tenant, batch)
+        for tenant, rels in relationships.items():
+            with _scoped(tenant, "upsert_by_tenant") as part:
+                stored = self._graph.entities
+                ends = {end for rel in rels for end in (rel.source_id, rel.target_id)}
+                missing = {end for end in ends if (part.tenant, end) not in stored}
+                if missing:
+                    raise MissingEntityError(part.tenant, missing)
+        for tenant, rels in relationships.items():
+            await self.upsert_relationships(tenant, rels)
+
     async def delete_relationships(
         self, tenant_id: TenantId, keys: Iterable[RelationshipKey]
     ) -> int:

@@ -264,6 +264,25 @@ LEDGER_AND_UPSERT_ENTITIES_AND_RELATIONSHIPS: Final = (
     "CALL () {" + WRITE_DEFERRED + "}\n" + UPSERT_ENTITIES_AND_RELATIONSHIPS
 )
 
+#: ``UPSERT_ENTITIES_AND_RELATIONSHIPS`` for several tenants in one
+#: statement (contracts.ports.graph.TenantUpserts), made from the two so that
+#: they never drift apart: each entity row, endpoint (``{tenant, id}``) and
+#: edge row names its tenant instead of ``$tenant``. Every entity first, then
+#: the endpoints' lookups; if any is missing, no edge is written and the
+#: missing endpoints come back, in ``$endpoints``' order.
+UPSERT_BY_TENANT: Final = (
+    "CALL () {"
+    + UPSERT_ENTITIES.replace("{tenant_id: $tenant,", "{tenant_id: row.tenant,")
+    + "}\n"
+    + UPSERT_RELATIONSHIPS.replace(
+        "{tenant_id: $tenant, id: $endpoints[i]}",
+        "{tenant_id: $endpoints[i].tenant, id: $endpoints[i].id}",
+    ).replace("r.tenant_id = $tenant", "r.tenant_id = row.tenant")
+)
+
+#: ``UPSERT_BY_TENANT`` carrying the unit of work's deferred ledger write.
+LEDGER_AND_UPSERT_BY_TENANT: Final = "CALL () {" + WRITE_DEFERRED + "}\n" + UPSERT_BY_TENANT
+
 DELETE_RELATIONSHIPS: Final = """
 UNWIND $keys AS k
 MATCH (s:Entity {tenant_id: $tenant, id: k.source})

@@ -298,6 +298,51 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
             if missing:
                 raise MissingEntityError(part.tenant, missing)
 
+    async def upsert_by_tenant(
+        self,
+        entities: Mapping[TenantId, Sequence[Entity]],
+        relationships: Mapping[TenantId, Sequence[Relationship]],
+    ) -> None:
+        """Every tenant's entities, then every tenant's edges, in one statement
+        (contracts.ports.graph.TenantUpserts); like ``upsert_entities``, it
+        carries the unit of work's deferred ledger write, if any."""
+        entity_rows: list[dict[str, Any]] = []
+        for tenant, batch in entities.items():
+            with _scoped(tenant, "upsert_by_tenant") as part:
+                for entity in merged_in_order(part.only(batch, _tenant_of)):
+                    entity_rows.append({**entity_row(entity), "tenant": part.tenant})
+        endpoints: list[dict[str, str]] = []
+        rows: list[dict[str, Any]] = []
+        for tenant, rels in relationships.items():
+            with _scoped(tenant, "upsert_by_tenant") as part:
+                ends, edges = edge_rows(merged_edges_in_order(part.only(rels, _tenant_of)))
+                base = len(endpoints)
+                endpoints.extend({"tenant": part.tenant, "id": end} for end in ends)
+                rows.extend(
+                    {**row, "s": row["s"] + base, "t": row["t"] + base, "tenant": part.tenant}
+                    for row in edges
+                )
+        if not entity_rows and not rows:
+            return
+        params = {
+            "entities": entity_rows,
+            "endpoints": endpoints,
+            "rows": rows,
+            "reserved": _RESERVED,
+        }
+        blamed = [row["id"] for row in entity_rows] + [end["id"] for end in endpoints]
+        blame = Blame("neo4j.graph.upsert_by_tenant", None, blamed)
+        query = q.UPSERT_BY_TENANT
+        deferred = self._take_deferred()
+        if deferred is not None:
+            params.update(deferred)
+            query = q.LEDGER_AND_UPSERT_BY_TENANT
+        [record] = await self._statement(query, params, write=True, blame=blame)
+        missing = record["missing"]
+        if missing:
+            first = TenantId(missing[0]["tenant"])
+            raise MissingEntityError(first, [m["id"] for m in missing if m["tenant"] == first])
+
     async def delete_relationships(
         self, tenant_id: TenantId, keys: Iterable[RelationshipKey]
     ) -> int:

@@ -22,7 +22,7 @@ async def test_the_profile_names_every_statement_it_captures(
     # Every statement is one of the stores' or the ceiling's constants, by name.
     assert captured >= {
         "LOCK_WITH_TENANT_LEDGERS",
-        "LEDGER_AND_UPSERT_ENTITIES_AND_RELATIONSHIPS",
+        "LEDGER_AND_UPSERT_BY_TENANT",
         "RESOLVE",
         "COMMIT",
     }, captured

@@ -34,7 +34,7 @@ from contracts.ids import TenantId
 
 _TENANT_FIELD = (Entity, Relationship, Alias)
 #: Methods whose argument and answer are keyed by tenant id.
-_BY_TENANT = {"tenant_ledgers", "resolve_entity_ids_by_tenant"}
+_BY_TENANT = {"tenant_ledgers", "resolve_entity_ids_by_tenant", "upsert_by_tenant"}
 
 
 class Names:
@@ -100,14 +100,17 @@ class Namespaced:
                     bound.arguments[param] = names.inward(value)
                 elif name in _BY_TENANT:
                     # Keyed by tenant id (contracts.ports.ledger.TenantLedgerReads,
-                    # contracts.ports.graph.TenantResolution).
-                    bound.arguments[param] = {names.inward(t): ids for t, ids in value.items()}
+                    # contracts.ports.graph.TenantResolution and TenantUpserts).
+                    bound.arguments[param] = {
+                        names.inward(t): names.value(values, names.inward)
+                        for t, values in value.items()
+                    }
                 else:
                     bound.arguments[param] = names.value(value, names.inward)
             result = await target(*bound.args, **bound.kwargs)
             if name == "checkpoints":
                 return names.checkpoint_keys(result)
-            if name in _BY_TENANT:
+            if name in _BY_TENANT and result is not None:
                 return {
                     names.outward(t): names.value(found, names.outward)
                     for t, found in result.items()

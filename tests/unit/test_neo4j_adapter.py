@@ -183,6 +183,8 @@ class _Recorder:
                 {**locked, "tenant": row["tenant"], "stone": None, "applied": row["ids"][:1]}
                 for row in params["tenants"]
             ]
+        if "missing" in query:  # an edge upsert: every endpoint found
+            return [{"missing": []}]
         return []
 
     async def defer(
@@ -291,6 +293,9 @@ def _first_calls() -> dict[str, Any]:
         "upsert": lambda v: v.upsert_entities(T, [Entity(T, EntityId("e"), "E", "Thing")]),
         "resolve": lambda v: v.resolve_entity_ids(T, [EntityId("e")]),
         "resolve by tenant": lambda v: v.resolve_entity_ids_by_tenant({T: [EntityId("e")]}),
+        "upsert by tenant": lambda v: v.upsert_by_tenant(
+            {T: [Entity(T, EntityId("e"), "E", "Thing")]}, {}
+        ),
     }
 
 
@@ -394,16 +399,23 @@ class _LockingTx(_Tx):
         return records()
 
 
-async def test_a_unit_of_works_ledger_write_rides_with_its_first_entity_upsert() -> None:
-    """The fold records the applied ids and moves the checkpoint before the
-    effects: the entity upsert, joined to its edges, carries them, and
-    nothing is left to write before commit."""
+async def _with_a_deferred_ledger() -> tuple[_LockingTx, Neo4jGraphView, datetime]:
+    """A lazily locked unit of work that has recorded event "a" and moved
+    its checkpoint to 5, nothing sent yet."""
     tx = _LockingTx()
     view = Neo4jGraphView(TransactionRunner(tx))  # type: ignore[arg-type]
     view.lock_on_first_statement(P)
     now = datetime.now(UTC)
     await view.record_applied_events(T, [EventId("a")], now)
     await view.advance_checkpoint(P, 5)
+    return tx, view, now
+
+
+async def test_a_unit_of_works_ledger_write_rides_with_its_first_entity_upsert() -> None:
+    """The fold records the applied ids and moves the checkpoint before the
+    effects: the entity upsert, joined to its edges, carries them, and
+    nothing is left to write before commit."""
+    tx, view, now = await _with_a_deferred_ledger()
     entity, other = Entity(T, EntityId("e"), "E", "Thing"), Entity(T, EntityId("f"), "F", "Thing")
     await view.upsert_entities(T, [entity, other])
     await view.upsert_relationships(T, [Relationship(T, EntityId("e"), EntityId("f"), "IS")])
@@ -431,6 +443,39 @@ async def test_a_unit_of_works_ledger_write_rides_with_its_first_entity_upsert()
     ]
     assert tx.sent[3][1]["applied"][0]["ids"] == ["b"]
     assert tx.sent[4][1]["applied"][0]["ids"] == ["c"]
+
+
+async def test_several_tenants_upserts_carry_the_ledger_and_address_their_own_ends() -> None:
+    """``upsert_by_tenant`` is one statement: it carries the deferred ledger
+    write like the entity upsert, names each row's tenant, and its edge rows
+    address the endpoints of their own tenant."""
+    tx, view, _ = await _with_a_deferred_ledger()
+    u = TenantId("globex")
+    await view.upsert_by_tenant(
+        {T: [Entity(T, EntityId("e"), "E", "Thing")], u: [Entity(u, EntityId("g"), "G", "Thing")]},
+        {
+            T: [Relationship(T, EntityId("e"), EntityId("f"), "IS")],
+            u: [Relationship(u, EntityId("h"), EntityId("e"), "IS")],
+        },
+    )
+    await view.upsert_by_tenant({}, {u: []})  # nothing to write: nothing sent
+    await view.write_deferred()
+    assert [query for query, _ in tx.sent] == [
+        q.LOCK_PARTITION,
+        graph_q.LEDGER_AND_UPSERT_BY_TENANT,
+    ]
+    params = tx.sent[1][1]
+    assert (params["offset"], params["applied"][0]["ids"]) == (5, ["a"])
+    assert [(row["tenant"], row["id"]) for row in params["entities"]] == [(T, "e"), (u, "g")]
+    ends = [(end["tenant"], end["id"]) for end in params["endpoints"]]
+    assert ends == [(T, "e"), (T, "f"), (u, "e"), (u, "h")]
+    edges = [(row["tenant"], ends[row["s"]], ends[row["t"]]) for row in params["rows"]]
+    assert edges == [(T, (T, "e"), (T, "f")), (u, (u, "h"), (u, "e"))]
+    await view.upsert_by_tenant({T: [Entity(T, EntityId("e"), "E", "Thing")]}, {})
+    assert tx.sent[-1][0] == graph_q.UPSERT_BY_TENANT  # the ledger went with the first
+    # Made from the per-tenant statements: every tenant is a row's.
+    assert "$tenant" not in graph_q.UPSERT_BY_TENANT
+    assert graph_q.UPSERT_BY_TENANT.count("row.tenant") == 2
 
 
 async def test_a_rolled_back_unit_of_work_never_sends_its_deferred_write() -> None:

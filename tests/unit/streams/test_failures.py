@@ -99,7 +99,10 @@ class FaultyUnit:
         limit = self._faults.max_entities_per_unit
         if limit is None or not name.startswith("upsert"):
             return
-        self._entities += sum(len(a) if isinstance(a, list | tuple) else 0 for a in args)
+        for a in args:
+            # upsert_by_tenant's arguments map tenants to lists of values.
+            for values in a.values() if isinstance(a, dict) else [a]:
+                self._entities += len(values) if isinstance(values, list | tuple) else 0
         if self._entities > limit:
             self._faults.ended += 1
             raise TransactionEndedError(f"{name}: the unit of work outlived its timeout")

@@ -37,6 +37,7 @@ from streams.settings import Settings
 from streams.telemetry import configure_tracing
 from streams.wiring import Stores, build_folds, open_stores
 from streams.worker.bounds import ReadAhead, batch_bounds, batch_values_size
+from streams.worker.collector import collector_state, settle_for_batches
 from streams.worker.intake import Intake
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
@@ -262,7 +263,9 @@ class Runtime:
                     stall_after=self.settings.stall_after_s,
                     bounds=batch_bounds(self.settings),
                 )
-                log.info("stores open", extra={"topic_id": self.topic_id})
+                # Everything the worker keeps for its life exists now.
+                settle_for_batches()
+                log.info("stores open", extra={"topic_id": self.topic_id, **collector_state()})
             return self.loop
 
     @property

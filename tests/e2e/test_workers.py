@@ -26,6 +26,7 @@ from streams.kafka.dead_letters import read_letters
 from streams.kafka.partitioning import partition_for
 from streams.kafka.producer import AsyncProducer
 from streams.wiring import Stores
+from streams.worker.collector import YOUNG_THRESHOLD
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import Counters, Flow, progress, wait_for_progress
 from tests.e2e.freeze import freeze_inside_a_transaction
@@ -62,6 +63,13 @@ async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: S
     for worker in (w1, w2):
         status, body = worker.get("/livez")
         assert status == 200 and json.loads(body) == {"live": True}
+        # The collector was set for batches before the first one (ADR 0022).
+        [opened] = [
+            json.loads(line)
+            for line in worker.log_path.read_text().splitlines()
+            if '"msg": "stores open"' in line
+        ]
+        assert opened["gc_threshold"][0] == YOUNG_THRESHOLD and opened["gc_frozen"] > 0
     flow = Flow(deployment.settings, records, chunk=60, pause=0.05).start()
     await wait_for_progress(
         stores, deployment.settings, deployment.topic_id, deployment.partitions, 200, worker=w1

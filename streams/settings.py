@@ -214,6 +214,13 @@ class Settings(BaseSettings):
         "before the server ends it and releases its locks: bounds how long a frozen worker "
         "holds its partitions from their next owner. Keep it well above a batch's writes.",
     )
+    gc_young_threshold: int = Field(
+        20_000,
+        ge=1,
+        description="Net allocations of container objects between two collections of Python's "
+        "youngest generation in a worker (Python's default is 700): higher spends less CPU "
+        "on the collector and holds garbage cycles longer (docs/adr/0022-garbage-collector.md).",
+    )
     worker_id: str | None = Field(
         None, description="Static group membership id (stable per worker, e.g. the pod name)."
     )

@@ -264,7 +264,7 @@ class Runtime:
                     bounds=batch_bounds(self.settings),
                 )
                 # Everything the worker keeps for its life exists now.
-                settle_for_batches()
+                settle_for_batches(self.settings.gc_young_threshold)
                 log.info("stores open", extra={"topic_id": self.topic_id, **collector_state()})
             return self.loop
 

@@ -13,25 +13,22 @@ collector").
 from __future__ import annotations
 
 import gc
-from typing import Final
-
-#: Net allocations of container objects between two collections of the
-#: youngest generation (Python's default is 700). A batch's objects die by
-#: reference counting long before this many accumulate, so the collections
-#: that remain find the few cycles without walking a whole batch each time.
-YOUNG_THRESHOLD: Final = 20_000
 
 
-def settle_for_batches() -> None:
+def settle_for_batches(young_threshold: int) -> None:
     """Call once, when the worker is started and before its first batch: what
     exists then (modules, schemas, clients, connection pools) lives as long as
     the process, so it is moved out of the collector's sight (``gc.freeze``),
-    and the youngest generation is collected every ``YOUNG_THRESHOLD`` net
-    allocations. The older generations keep their thresholds."""
+    and the youngest generation is collected every ``young_threshold`` net
+    allocations of container objects (``REDSTRING_GC_YOUNG_THRESHOLD``). A
+    batch's objects die by reference counting long before that many
+    accumulate, so the collections that remain find the few cycles without
+    walking a whole batch each time. The older generations keep their
+    thresholds."""
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
-    gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
+    gc.set_threshold(young_threshold, older, oldest)
 
 
 def collector_state() -> dict[str, object]:

@@ -25,8 +25,8 @@ from contracts.ids import TenantId
 from streams.kafka.dead_letters import read_letters
 from streams.kafka.partitioning import partition_for
 from streams.kafka.producer import AsyncProducer
+from streams.settings import Settings
 from streams.wiring import Stores
-from streams.worker.collector import YOUNG_THRESHOLD
 from tests.e2e.conftest import CONTROL_KEY, Deployment
 from tests.e2e.flow import Counters, Flow, progress, wait_for_progress
 from tests.e2e.freeze import freeze_inside_a_transaction
@@ -56,11 +56,11 @@ async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: S
     events flow; the other takes its partitions over. Nothing is lost, the
     state equals the oracle, and the stopped worker exited cleanly."""
     records = generate(deployment.tenant("two"), _tenants(deployment, 6), 800, seed=7)
-    w1 = deployment.worker("w1").start()
+    w1 = deployment.worker("w1", REDSTRING_GC_YOUNG_THRESHOLD="12345").start()
     w2 = deployment.worker("w2").start()
     await asyncio.to_thread(w1.wait_ready)
     await asyncio.to_thread(w2.wait_ready)
-    for worker in (w1, w2):
+    for worker, young in ((w1, 12345), (w2, Settings().gc_young_threshold)):
         status, body = worker.get("/livez")
         assert status == 200 and json.loads(body) == {"live": True}
         # The collector was set for batches before the first one (ADR 0022).
@@ -69,7 +69,7 @@ async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: S
             for line in worker.log_path.read_text().splitlines()
             if '"msg": "stores open"' in line
         ]
-        assert opened["gc_threshold"][0] == YOUNG_THRESHOLD and opened["gc_frozen"] > 0
+        assert opened["gc_threshold"][0] == young and opened["gc_frozen"] > 0
     flow = Flow(deployment.settings, records, chunk=60, pause=0.05).start()
     await wait_for_progress(
         stores, deployment.settings, deployment.topic_id, deployment.partitions, 200, worker=w1

@@ -72,6 +72,28 @@ class Blame:
         return ", ".join(parts)
 
 
+class _Rows(list[Any]):
+    """A list parameter whose ``repr`` is its length.
+
+    The driver formats every statement's parameters with ``repr`` for a debug
+    line before the logger decides whether to write it (neo4j 6.4,
+    ``_bolt5.py``: ``" ".join(map(repr, fields))`` in ``run``), with debug
+    logging on or off. For a unit of work's rows, thousands of dicts of
+    floats and strings, that cost a worker about a twentieth of its CPU
+    (docs/performance.md, "The driver's debug line"). The driver packs a list
+    subclass as a list; its debug line shows row counts, never event values."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} rows>"
+
+
+def quiet(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with each list value a :class:`_Rows`: what the runners send."""
+    return {key: _Rows(value) if type(value) is list else value for key, value in params.items()}
+
+
 def translate(exc: Neo4jError | DriverError, blame: Blame) -> Exception:
     # An incomplete commit is not retryable by the driver (the commit may have
     # happened), but a batch retried above the store is: the checkpoint fence
@@ -161,7 +183,7 @@ class ManagedRunner:
         try:
             records, _, _ = await self._driver.execute_query(
                 query if self._timeout is None else Query(query, timeout=self._timeout),
-                params,
+                quiet(params),
                 database_=self._database,
                 routing_=RoutingControl.WRITE
                 if write and not self._read_only
@@ -208,7 +230,7 @@ class TransactionRunner:
     ) -> list[Record]:
         tx = self._open()
         try:
-            result = await tx.run(query, params)
+            result = await tx.run(query, quiet(params))
             return [record async for record in result]
         except (Neo4jError, DriverError) as exc:
             raise translate(exc, blame) from exc

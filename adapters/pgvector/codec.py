@@ -9,7 +9,9 @@ positive exponent are written as their exact decimal value with a ``.0``
 else is plain ``json.dumps``.
 
 Vectors go into ``vector(n)``, which holds float32: a finite float64 beyond
-float32's range cannot be stored, and is refused before any SQL.
+float32's range cannot be stored, and is refused before any SQL. A vector to
+write is packed once, into pgvector's binary input format (``WireVector``),
+and the connections' codec sends those bytes as they are (``encode_vector``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from contracts.validation import FLOAT32_MAX, storable_text
 
 __all__ = [
     "FLOAT32_MAX",
+    "WireVector",
     "decode_metadata",
     "encode_metadata",
+    "encode_vector",
     "float32_vector",
     "query_components",
     "storable_text",
@@ -83,23 +87,44 @@ _INFINITIES = (array("f", [math.inf]).tobytes(), array("f", [-math.inf]).tobytes
 _HEADER = struct.Struct(">HH")
 
 
+class WireVector(bytes):
+    """A vector in pgvector's binary input format: its dimension as a
+    big-endian uint16, a uint16 zero, then each component as a big-endian
+    float32. ``encode_vector`` sends it unchanged: a pgvector ``Vector``
+    would unpack these bytes into an array and pack them again, which was a
+    twentieth of a worker's CPU per event on the vector side
+    (docs/performance.md, "Vectors packed once")."""
+
+    __slots__ = ()
+
+
+def encode_vector(value: Any) -> bytes:
+    """The connections' encoder for ``vector``: a ``WireVector`` as it is,
+    anything else as pgvector encodes it (a query's ``Vector``, a list)."""
+    if isinstance(value, WireVector):
+        return value
+    vector = value if isinstance(value, Vector) else Vector(value)
+    return bytes(vector.to_binary())
+
+
 @lru_cache(maxsize=8)
 def _float32_body(count: int) -> struct.Struct:
     return struct.Struct(f">{count}f")
 
 
-def float32_vector(values: Sequence[float]) -> Vector | None:
-    """``values`` as pgvector's ``Vector``, or None if float32 cannot hold a
-    component (it would become infinite, which pgvector refuses).
+def float32_vector(values: Sequence[float]) -> WireVector | None:
+    """``values`` as the bytes pgvector reads (``WireVector``), or None if
+    float32 cannot hold a component (it would become infinite, which pgvector
+    refuses).
 
     This is on the write path of every vector, so the work stays in C: one
     ``struct`` pack straight to big-endian float32 (it converts each component
     as ``array('f')`` does, ``(float)`` of the double, and raises
-    ``OverflowError`` where that cast would make a finite component infinite)
-    and pgvector's own binary constructor. Anything unusual (an error, an
-    infinity or a NaN in ``values``) goes through :func:`_float32_vector_exactly`,
-    which decides it as before. The pack costs about half of an
-    ``array('f', values)``, which ran ``PyArg_Parse`` per component."""
+    ``OverflowError`` where that cast would make a finite component infinite).
+    Anything unusual (an error, an infinity or a NaN in ``values``) goes
+    through :func:`_float32_vector_exactly`, which decides it as before. The
+    pack costs about half of an ``array('f', values)``, which ran
+    ``PyArg_Parse`` per component."""
     count = len(values)
     try:
         packed = _float32_body(count).pack(*values)
@@ -113,10 +138,10 @@ def float32_vector(values: Sequence[float]) -> Vector | None:
     leading = packed[::4]
     if 0x7F in leading or 0xFF in leading:
         return _float32_vector_exactly(values)
-    return Vector.from_binary(_HEADER.pack(count, 0) + packed)
+    return WireVector(_HEADER.pack(count, 0) + packed)
 
 
-def _float32_vector_exactly(values: Sequence[float]) -> Vector | None:
+def _float32_vector_exactly(values: Sequence[float]) -> WireVector | None:
     """:func:`float32_vector` one step at a time: ``array('f')`` converts, a
     byte search finds an infinity at an element boundary."""
     try:
@@ -132,7 +157,7 @@ def _float32_vector_exactly(values: Sequence[float]) -> Vector | None:
             at = raw.find(infinity, at + 1)
     if sys.byteorder == "little":
         components.byteswap()
-    return Vector.from_binary(_HEADER.pack(len(components), 0) + components.tobytes())
+    return WireVector(_HEADER.pack(len(components), 0) + components.tobytes())
 
 
 def query_components(vector: Sequence[float]) -> list[float]:

@@ -31,11 +31,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
+from pgvector import Vector
 from pgvector.asyncpg import register_vector
 
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
 from adapters.direct_calls import reads, writes
 from adapters.pgvector import vectors
+from adapters.pgvector.codec import encode_vector
 from adapters.pgvector.errors import (
     RetryPolicy,
     breaks_connection,
@@ -69,6 +71,15 @@ T = TypeVar("T")
 
 async def _prepare_connection(extension_schema: str, conn: asyncpg.Connection) -> None:
     await register_vector(conn, schema=extension_schema)
+    # Writes hand over vectors already packed (codec.WireVector); reads decode
+    # as pgvector does.
+    await conn.set_type_codec(
+        "vector",
+        schema=extension_schema,
+        encoder=encode_vector,
+        decoder=Vector.from_binary,
+        format="binary",
+    )
 
 
 @asynccontextmanager

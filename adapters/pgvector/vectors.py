@@ -21,6 +21,7 @@ from pgvector import Vector
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH, check_resolved_depth
 from adapters.isolation import Partition, erasure_sweep, tenant_scope
 from adapters.pgvector.codec import (
+    WireVector,
     decode_metadata,
     encode_metadata,
     float32_vector,
@@ -48,7 +49,7 @@ _MAX_K = 2**62
 
 
 #: (id, vector, metadata as JSON text)
-Row = tuple[str, Vector, str]
+Row = tuple[str, WireVector, str]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """``float32_vector`` packs with ``struct`` and hands anything unusual to the
 exact path: the result must be what ``array('f')`` and the byte search for an
-infinity made of every input."""
+infinity made of every input, in the bytes pgvector's own ``Vector`` sends.
+``encode_vector`` sends those bytes unchanged, and anything else as pgvector
+does."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from hypothesis import strategies as st
 from pgvector import Vector
 
 from adapters.pgvector import codec
-from adapters.pgvector.codec import FLOAT32_MAX, float32_vector
+from adapters.pgvector.codec import FLOAT32_MAX, WireVector, encode_vector, float32_vector
 
 _INFINITIES = (array("f", [math.inf]).tobytes(), array("f", [-math.inf]).tobytes())
 
@@ -46,7 +48,9 @@ def outcome(values: Any, convert: Any) -> tuple[object, ...]:
     except Exception as exc:  # any error is an outcome to compare
         return ("error", type(exc), str(exc))
     # Bytes, not equality: a NaN component is never equal to itself.
-    return ("none",) if vector is None else ("vector", vector.to_binary())
+    if vector is None:
+        return ("none",)
+    return ("vector", vector.to_binary() if isinstance(vector, Vector) else bytes(vector))
 
 
 #: The float64 values either side of where float32 rounding turns infinite.
@@ -109,6 +113,24 @@ def test_ordinary_vectors_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(codec, "_float32_vector_exactly", refuse)
     for values in [tuple((i - 192) / 97 for i in range(384)), [1e38, -1e-40, 0.0, -0.0], [1, 2]]:
         vector = float32_vector(values)
-        assert vector is not None and vector.to_list() == list(array("f", values))
+        assert vector is not None
+        assert Vector.from_binary(vector).to_list() == list(array("f", values))
     with pytest.raises(AssertionError, match="exact path"):
         float32_vector([math.inf])
+
+
+@given(values=st.lists(st.floats(width=32, allow_nan=False, allow_infinity=False), max_size=8))
+def test_a_packed_vector_is_sent_as_it_is_and_reads_back_as_its_components(
+    values: list[float],
+) -> None:
+    packed = float32_vector(values)
+    assert isinstance(packed, WireVector)
+    sent = encode_vector(packed)
+    assert sent == Vector(values).to_binary()
+    assert Vector.from_binary(sent).to_list() == values
+
+
+@pytest.mark.parametrize("value", [[0.5, -2.0], [1.0], Vector([0.25, 3.0])])
+def test_other_values_are_encoded_as_pgvector_encodes_them(value: Any) -> None:
+    expected = (value if isinstance(value, Vector) else Vector(value)).to_binary()
+    assert encode_vector(value) == expected

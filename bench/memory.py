@@ -12,7 +12,11 @@ fresh topic of 12 partitions, starts one ``python -m streams worker`` with the
 default settings plus the variant's variables, and samples the process's RSS
 every half second until both stores hold the whole log. It reports the peak
 (``VmHWM``) and the RSS at each quarter of the log, so that a peak one batch
-makes can be told from memory that grows with the log.
+makes can be told from memory that grows with the log. A variant's
+``BENCH_ROOT=DIR`` runs its worker from another checkout (``git worktree add
+DIR <commit>``): the worker is started in DIR, so ``python -m streams``
+imports that tree's packages, and two versions of the code run side by side
+in one run, each round in the rotated order, for their CPU per event.
 
 ``--heap`` runs the worker under ``bench.heap_worker`` (top allocations by
 traceback written whenever the traced total reaches a new high). It distorts
@@ -126,6 +130,8 @@ async def run_worker(
     out = bench.results / f"{variant}-r{rnd}"
     out.mkdir(parents=True, exist_ok=True)
     command, heap_env = worker_command(heap, out)
+    extra = dict(env_extra)
+    root = Path(extra.pop("BENCH_ROOT", ROOT))
     env = {
         **os.environ,
         "REDSTRING_TOPIC": topic,
@@ -138,13 +144,13 @@ async def run_worker(
         "REDSTRING_WORKER_ID": group,
         "REDSTRING_LOG_LEVEL": "INFO",
         **heap_env,
-        **env_extra,
+        **extra,
         "PYTHONUNBUFFERED": "1",
     }
     run = Run(variant, rnd, total, load=(os.getloadavg()[0], 0.0))
     with (out / "worker.log").open("wb") as log:
         proc = subprocess.Popen(  # noqa: ASYNC220 (a benchmark harness)
-            command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+            command, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT
         )
     started = time.time()
     try:
@@ -186,14 +192,15 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 def table(runs: list[Run]) -> str:
     lines = [
         "| variant | round | events | s | peak RSS MB | RSS MB at 25% / 50% / 75% / 100% "
-        "| CPU s | load start / end |",
-        "|---|---|---|---|---|---|---|---|",
+        "| CPU s | CPU ms/event | load start / end |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         quarters = " / ".join(f"{r.rss_at(q):.0f}" for q in (0.25, 0.5, 0.75, 1.0))
         lines.append(
             f"| {r.variant} | {r.round} | {r.events} | {r.seconds:.0f} | {r.peak_mb:.0f} "
-            f"| {quarters} | {r.cpu_s:.0f} | {r.load[0]:.1f} / {r.load[1]:.1f} |"
+            f"| {quarters} | {r.cpu_s:.1f} | {1000 * r.cpu_s / max(1, r.events):.2f} "
+            f"| {r.load[0]:.1f} / {r.load[1]:.1f} |"
         )
     return "\n".join(lines)
 

@@ -318,10 +318,41 @@ def check_property_value(value: object, where: str) -> None:
     _check_scalar(value, where)
 
 
+class Matched:
+    """Whether a string fully matches ``pattern``, remembering up to ``limit``
+    of those that did: a worker checks an entity type, an edge type and every
+    property key of each entity and edge, a few names recur across millions of
+    them, and a set lookup costs a quarter of the match. Only exact ``str``
+    instances are remembered (a subclass could hash and compare otherwise),
+    and only strings that matched: a refused one is matched again each time."""
+
+    __slots__ = ("limit", "pattern", "seen")
+
+    def __init__(self, pattern: re.Pattern[str], limit: int = 10_000) -> None:
+        self.pattern = pattern
+        self.limit = limit
+        self.seen: set[str] = set()
+
+    def __call__(self, value: object) -> bool:
+        if type(value) is str:
+            if value in self.seen:
+                return True
+            if self.pattern.fullmatch(value) is None:
+                return False
+            if len(self.seen) < self.limit:
+                self.seen.add(value)
+            return True
+        return isinstance(value, str) and self.pattern.fullmatch(value) is not None
+
+
+_property_key = Matched(PROPERTY_KEY_PATTERN)
+_type_name = Matched(TYPE_PATTERN)
+
+
 def check_property_key(key: object, where: str) -> None:
     """A property key matches :data:`PROPERTY_KEY_PATTERN` (keys become
     property and column names in the stores)."""
-    if not isinstance(key, str) or not PROPERTY_KEY_PATTERN.fullmatch(key):
+    if not _property_key(key):
         raise ValueError(f"{where}: property key {key!r} must match {PROPERTY_KEY_PATTERN.pattern}")
 
 
@@ -353,7 +384,7 @@ def check_properties(properties: Mapping[str, object], where: str) -> None:
 
 
 def check_type_name(value: str, what: str) -> str:
-    if not isinstance(value, str) or not TYPE_PATTERN.fullmatch(value):
+    if not _type_name(value):
         raise ValueError(f"{what} {value!r} must match {TYPE_PATTERN.pattern}")
     return value
 

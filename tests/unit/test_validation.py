@@ -32,6 +32,8 @@ from contracts.validation import (
     INVISIBLE_ID_CHARACTER,
     MAX_ID_LENGTH,
     PROPERTY_KEY_PATTERN,
+    TYPE_PATTERN,
+    Matched,
     check_event_id_text,
     check_id_text,
     check_metadata,
@@ -352,6 +354,44 @@ def test_property_checks_refuse_what_they_refused(properties: dict[Any, Any]) ->
     assert outcome(check_properties, properties, "p") == outcome(
         old_check_properties, properties, "p"
     )
+
+
+class _Loose(str):
+    """A string that claims to equal every string and hashes like ``"a"``."""
+
+    def __hash__(self) -> int:
+        return hash("a")
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+names = st.one_of(
+    st.sampled_from(["a", "A1", "b_1", "_c", "WORKS_AT", "bad key", "9", "", "a\n", "x" * 65]),
+    texts,
+    st.sampled_from(["a", "bad key", "9"]).map(_Loose),
+)
+
+
+@given(values=st.lists(names, max_size=12), limit=st.integers(0, 3))
+def test_matched_names_agree_with_the_pattern_however_often_they_recur(
+    values: list[str], limit: int
+) -> None:
+    for pattern in (PROPERTY_KEY_PATTERN, TYPE_PATTERN):
+        matched = Matched(pattern, limit)
+        for value in values + values:  # the second time, from what was remembered
+            assert matched(value) == (pattern.fullmatch(value) is not None), value
+        assert len(matched.seen) <= limit
+        assert all(type(v) is str and pattern.fullmatch(v) for v in matched.seen)
+
+
+def test_a_refused_name_is_never_remembered_and_a_subclass_never_is() -> None:
+    matched = Matched(TYPE_PATTERN)
+    assert matched("Person") and matched("Person")
+    assert not matched("bad key") and not matched("bad key")
+    loose = _Loose("Person")
+    assert matched(loose) and not matched(_Loose("9"))
+    assert matched.seen == {"Person"}
 
 
 @given(metadata=metadata)

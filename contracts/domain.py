@@ -31,24 +31,39 @@ Properties: TypeAlias = dict[str, PropertyValue]
 
 
 _Value = TypeVar("_Value")
-#: Each frozen, slotted dataclass's slot setters, in field order.
-_SETTERS: dict[type, tuple[Callable[[object, object], None], ...]] = {}
+#: Each frozen, slotted dataclass's maker (see ``_prechecked``).
+_MAKERS: dict[type, Callable[..., Any]] = {}
+
+
+def _maker(cls: type[_Value]) -> Callable[..., _Value]:
+    """A function of ``cls``'s fields, in order, that makes the instance
+    holding them without ``__init__`` and ``__post_init__``: the object made
+    by ``object.__new__``, then each slot's own setter, which a frozen
+    dataclass's ``__setattr__`` does not guard (about half the time of
+    ``object.__setattr__`` by name). Its text is generated once per class, as
+    ``dataclasses`` generates ``__init__``: a loop over the setters cost
+    two and a half times as much per value (a worker builds about forty such
+    values per event)."""
+    names = cls.__slots__  # type: ignore[attr-defined]
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
+    for index, name in enumerate(names):
+        scope[f"_set{index}"] = cls.__dict__[name].__set__
+    params = ", ".join(f"v{i}" for i in range(len(names)))
+    sets = "".join(f"    _set{i}(made, v{i})\n" for i in range(len(names)))
+    exec(f"def make({params}):\n    made = _new(_cls)\n{sets}    return made\n", scope)
+    made: Callable[..., _Value] = scope["make"]
+    return made
 
 
 def _prechecked(cls: type[_Value], *values: object) -> _Value:
     """An instance of the frozen, slotted dataclass ``cls`` holding ``values``
     (its fields, in order), made without ``__init__`` and ``__post_init__``:
     for the ``prechecked`` constructors below, whose callers have made every
-    check ``__post_init__`` would make. The slots' own setters are called,
-    which a frozen dataclass's ``__setattr__`` does not guard (about half
-    the time of ``object.__setattr__`` by name)."""
-    setters = _SETTERS.get(cls)
-    if setters is None:
-        names = cls.__slots__  # type: ignore[attr-defined]
-        setters = _SETTERS.setdefault(cls, tuple(cls.__dict__[n].__set__ for n in names))
-    made = object.__new__(cls)
-    for set_slot, value in zip(setters, values, strict=True):
-        set_slot(made, value)
+    check ``__post_init__`` would make."""
+    make = _MAKERS.get(cls)
+    if make is None:
+        make = _MAKERS.setdefault(cls, _maker(cls))
+    made: _Value = make(*values)
     return made
 
 

@@ -49,7 +49,11 @@ _CHECKED_KEYS: set[str] = set()
 _MAX_CHECKED_KEYS = 10_000
 
 
-def encode_properties(properties: Mapping[str, Any], where: str) -> dict[str, Any]:
+def encode_properties(properties: Mapping[str, Any], kind: str, subject: object) -> dict[str, Any]:
+    """``properties`` under their stored names. A refused key names the value
+    as ``kind subject!r`` ("relationship ('a', 'b', 'T')"): the text is made
+    only then, since formatting an edge's key for every row cost more than
+    encoding its properties."""
     encoded: dict[str, Any] = {}
     for key, value in properties.items():
         # The contract checked this at construction; a caller may have added a
@@ -57,7 +61,7 @@ def encode_properties(properties: Mapping[str, Any], where: str) -> dict[str, An
         if key in _CHECKED_KEYS:
             encoded[PREFIX + key] = value
             continue
-        check_property_key(key, where)
+        check_property_key(key, f"{kind} {subject!r}")
         if len(_CHECKED_KEYS) < _MAX_CHECKED_KEYS:
             _CHECKED_KEYS.add(key)
         encoded[PREFIX + key] = value
@@ -86,7 +90,7 @@ def entity_row(entity: Entity) -> dict[str, Any]:
         "labels": type_labels(entity.type),
         "blocking_key": entity.blocking_key,
         "order_key": order_key(entity.id),
-        "props": encode_properties(entity.properties, f"entity {entity.id!r}"),
+        "props": encode_properties(entity.properties, "entity", entity.id),
     }
 
 
@@ -121,7 +125,7 @@ def edge_rows(
             "t": index[rel.target_id],
             "type": rel.type,
             "confidence": rel.confidence,
-            "props": encode_properties(rel.properties, f"relationship {rel.key}"),
+            "props": encode_properties(rel.properties, "relationship", rel.key),
         }
         for rel in relationships
     ]

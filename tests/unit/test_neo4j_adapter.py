@@ -63,15 +63,19 @@ def test_utf16_order_differs_from_code_point_order_without_the_key() -> None:
 
 def test_properties_are_prefixed_and_come_back_unprefixed() -> None:
     props = {"name": "x", "n": 1, "f": 1.0, "b": True, "empty": []}
-    stored = {"tenant_id": T, "id": "e", "name": "sys", **encode_properties(props, "here")}
+    stored = {"tenant_id": T, "id": "e", "name": "sys", **encode_properties(props, "entity", "e")}
     assert decode_properties(stored) == props
 
 
 def test_a_key_added_after_construction_is_refused() -> None:
     entity = Entity(T, EntityId("e"), "E", "Thing", {})
     entity.properties["not a key"] = 1
-    with pytest.raises(ValueError, match="not a key"):
-        encode_properties(entity.properties, "entity 'e'")
+    with pytest.raises(ValueError, match=r"^entity 'e': property key 'not a key' must match"):
+        encode_properties(entity.properties, "entity", entity.id)
+    edge = Relationship(T, EntityId("a"), EntityId("b"), "R", 1.0, {})
+    edge.properties["bad key"] = 1
+    with pytest.raises(ValueError, match=r"^relationship \('a', 'b', 'R'\): property key 'bad"):
+        encode_properties(edge.properties, "relationship", edge.key)
 
 
 def test_repeated_entities_fold_in_order_and_sort_by_id() -> None:

@@ -29,6 +29,9 @@ from pgvector import Vector
 
 from contracts.validation import FLOAT32_MAX, storable_text
 
+#: json.dumps's own string encoder (its default, ensure_ascii).
+_quoted: Callable[[str], str] = json.encoder.encode_basestring_ascii
+
 __all__ = [
     "FLOAT32_MAX",
     "WireVector",
@@ -42,6 +45,16 @@ __all__ = [
 
 
 def encode_metadata(metadata: dict[str, Any]) -> str:
+    # A record's metadata is its entity's type, name and document id: strings
+    # only, written by the C string encoder json.dumps uses, without building
+    # an encoder per call (about half the time; the same text).
+    members = []
+    for key, value in metadata.items():
+        if type(key) is not str or type(value) is not str:
+            break
+        members.append(_quoted(key) + ": " + _quoted(value))
+    else:
+        return "{" + ", ".join(members) + "}"
     text = json.dumps(metadata)
     # Only a float's exponent form ("1e+23") is at risk; a string holding "e+"
     # takes the slow path too, which is merely slower.

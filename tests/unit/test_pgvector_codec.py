@@ -6,6 +6,7 @@ does."""
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 import sys
@@ -19,7 +20,14 @@ from hypothesis import strategies as st
 from pgvector import Vector
 
 from adapters.pgvector import codec
-from adapters.pgvector.codec import FLOAT32_MAX, WireVector, encode_vector, float32_vector
+from adapters.pgvector.codec import (
+    FLOAT32_MAX,
+    WireVector,
+    decode_metadata,
+    encode_metadata,
+    encode_vector,
+    float32_vector,
+)
 
 _INFINITIES = (array("f", [math.inf]).tobytes(), array("f", [-math.inf]).tobytes())
 
@@ -134,3 +142,20 @@ def test_a_packed_vector_is_sent_as_it_is_and_reads_back_as_its_components(
 def test_other_values_are_encoded_as_pgvector_encodes_them(value: Any) -> None:
     expected = (value if isinstance(value, Vector) else Vector(value)).to_binary()
     assert encode_vector(value) == expected
+
+
+_texts = st.text() | st.sampled_from(["", "é", "\ud800", '"', "\\", "\n", "\x00", "\u2028"])
+
+
+@given(metadata=st.dictionaries(_texts, _texts, max_size=4))
+def test_string_metadata_is_written_as_json_dumps_writes_it(metadata: dict[str, str]) -> None:
+    assert encode_metadata(metadata) == json.dumps(metadata)
+
+
+@given(
+    metadata=st.dictionaries(
+        _texts, _texts | st.integers() | st.floats(allow_nan=False) | st.none(), max_size=4
+    )
+)
+def test_any_metadata_reads_back_as_it_was(metadata: dict[str, Any]) -> None:
+    assert decode_metadata(encode_metadata(metadata)) == metadata

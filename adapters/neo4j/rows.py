@@ -82,8 +82,10 @@ def merged_in_order(entities: Iterable[Entity]) -> list[Entity]:
     return [by_id[i] for i in sorted(by_id)]
 
 
-def entity_row(entity: Entity) -> dict[str, Any]:
-    return {
+def entity_row(entity: Entity, tenant: TenantId | None = None) -> dict[str, Any]:
+    """The statement row of ``entity``; with ``tenant``, the row names it (the
+    statements that write several tenants at once)."""
+    row = {
         "id": entity.id,
         "name": entity.name,
         "type": entity.type,
@@ -92,6 +94,9 @@ def entity_row(entity: Entity) -> dict[str, Any]:
         "order_key": order_key(entity.id),
         "props": encode_properties(entity.properties, "entity", entity.id),
     }
+    if tenant is not None:
+        row["tenant"] = tenant
+    return row
 
 
 def entity_from(stored: Mapping[str, Any]) -> Entity:
@@ -114,11 +119,13 @@ def merged_edges_in_order(relationships: Iterable[Relationship]) -> list[Relatio
 
 
 def edge_rows(
-    relationships: Sequence[Relationship],
+    relationships: Sequence[Relationship], tenant: TenantId | None = None, first: int = 0
 ) -> tuple[list[EntityId], list[dict[str, Any]]]:
-    """The sorted distinct endpoints, and one row per edge addressing them by index."""
+    """The sorted distinct endpoints, and one row per edge addressing them by
+    index, counted from ``first`` (where they start in a list that other
+    tenants' endpoints share); with ``tenant``, each row names it."""
     endpoints = sorted({end for rel in relationships for end in (rel.source_id, rel.target_id)})
-    index = {end: i for i, end in enumerate(endpoints)}
+    index = {end: i for i, end in enumerate(endpoints, first)}
     rows = [
         {
             "s": index[rel.source_id],
@@ -129,6 +136,9 @@ def edge_rows(
         }
         for rel in relationships
     ]
+    if tenant is not None:
+        for row in rows:
+            row["tenant"] = tenant
     return endpoints, rows
 
 

@@ -309,19 +309,18 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
         entity_rows: list[dict[str, Any]] = []
         for tenant, batch in entities.items():
             with _scoped(tenant, "upsert_by_tenant") as part:
-                for entity in merged_in_order(part.only(batch, _tenant_of)):
-                    entity_rows.append({**entity_row(entity), "tenant": part.tenant})
+                entity_rows.extend(
+                    entity_row(entity, part.tenant)
+                    for entity in merged_in_order(part.only(batch, _tenant_of))
+                )
         endpoints: list[dict[str, str]] = []
         rows: list[dict[str, Any]] = []
         for tenant, rels in relationships.items():
             with _scoped(tenant, "upsert_by_tenant") as part:
-                ends, edges = edge_rows(merged_edges_in_order(part.only(rels, _tenant_of)))
-                base = len(endpoints)
+                merged = merged_edges_in_order(part.only(rels, _tenant_of))
+                ends, edges = edge_rows(merged, part.tenant, first=len(endpoints))
                 endpoints.extend({"tenant": part.tenant, "id": end} for end in ends)
-                rows.extend(
-                    {**row, "s": row["s"] + base, "t": row["t"] + base, "tenant": part.tenant}
-                    for row in edges
-                )
+                rows.extend(edges)
         if not entity_rows and not rows:
             return
         params = {

@@ -79,8 +79,8 @@ class _Rows(list[Any]):
     line before the logger decides whether to write it (neo4j 6.4,
     ``_bolt5.py``: ``" ".join(map(repr, fields))`` in ``run``), with debug
     logging on or off. For a unit of work's rows, thousands of dicts of
-    floats and strings, that cost a worker about a twentieth of its CPU
-    (docs/performance.md, "The driver's debug line"). The driver packs a list
+    floats and strings, that took 3.8% of a busy worker's event loop
+    (docs/performance.md, "The event loop's own CPU"). The driver packs a list
     subclass as a list; its debug line shows row counts, never event values."""
 
     __slots__ = ()

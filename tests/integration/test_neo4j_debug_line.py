@@ -3,8 +3,8 @@ counts, and the server still receives every row (adapters/neo4j/runner.py,
 ``quiet``).
 
 The driver builds that line with ``repr`` of every parameter before the
-logger decides whether to write it; a unit of work's rows made that a
-twentieth of a worker's CPU, and put event values in debug logs. Both
+logger decides whether to write it; a unit of work's rows made that 3.8% of
+a busy worker's event loop, and put event values in debug logs. Both
 runners are checked on the real driver and server: the Rust packer must
 send a list subclass as the list it is.
 """

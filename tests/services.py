@@ -179,6 +179,12 @@ class _Provider:
 _provider = _Provider()
 
 
+def stack_source() -> str:
+    """Where the running services came from: ``env`` (endpoints given in
+    REDSTRING_*), ``docker`` (docker-compose.yml) or ``local`` (devstack)."""
+    return _provider.source
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test that uses a service fixture as `services`, so that
     ``-m "not services"`` deselects it even if the author forgot the marker."""

@@ -277,24 +277,61 @@ class GraphProjection(Fold[GraphUnitOfWork]):
     async def apply_merge(
         self, uow: GraphUnitOfWork, event: EntitiesMergedEvent, tally: Tally
     ) -> None:
+        """Eight statements and one per alias, whatever the edges: each read
+        asks for every id that its step of the merge needs (bench/neo4j_profile.py
+        counts them). The writes keep the order of applying the steps one at a
+        time: removals, aliases, added edges, then the absorbed ids' edges moved."""
         tenant, payload = event.tenant, event.payload
         canonical = EntityId(payload.canonical_id)
         absorbed = [EntityId(a) for a in payload.absorbed_ids]
-        # A cycle already in the store is corruption (AliasCycleError escapes);
-        # one that this merge would close is a refusal.
-        await uow.resolve_entity_ids(tenant, [canonical, *absorbed])
-        # Removals name edges as the write model saw them before the merge.
-        await self._remove_edges(uow, tenant, payload.edges_to_remove)
+        merged = [canonical, *absorbed]
+        # Removals name edges as the write model saw them before the merge, so
+        # their endpoints resolve with the merge's own ids, before its aliases.
+        # A cycle already in the store is corruption (AliasCycleError escapes).
+        removed = {
+            EntityId(end) for ref in payload.edges_to_remove for end in (ref.source, ref.target)
+        }
+        before = await uow.resolve_entity_ids(tenant, sorted({*merged, *removed}))
+        if payload.edges_to_remove:
+            writer = _EdgeWriter(tenant, before, set(), chunk=self.chunk)
+            for ref in payload.edges_to_remove:
+                writer.remove(ref)
+            await writer.flush(uow)
         for alias_id in absorbed:
             await uow.upsert_alias(tenant, Alias(tenant, alias_id, canonical, payload.reason))
+        # Nothing the merge writes from here on touches an absorbed id's edges
+        # except the collapsed added edges, left out of the move below.
+        touching = await uow.get_relationships_for(tenant, absorbed)
+        ends = {EntityId(end) for rel in payload.edges_to_add for end in (rel.source, rel.target)}
+        ends.update(end for rel in touching for end in (rel.source_id, rel.target_id))
+        resolved = await self._resolve_merged(uow, tenant, merged, ends)
+        existing = await _existing(uow, tenant, {resolved[e] for e in ends})
+        writer = _EdgeWriter(tenant, resolved, existing, chunk=self.chunk)
+        for rel in payload.edges_to_add:
+            writer.write(rel, tally)
+        collapsed = set(writer.deletes)
+        await writer.flush(uow)
+        await self._repoint(
+            uow, tenant, [rel for rel in touching if rel.key not in collapsed], writer, tally
+        )
+
+    @staticmethod
+    async def _resolve_merged(
+        uow: GraphUnitOfWork, tenant: TenantId, merged: list[EntityId], ends: set[EntityId]
+    ) -> dict[EntityId, EntityId]:
+        """The merge's ids and its edges' ends, resolved through its new aliases.
+        A cycle that only the merge's own ids meet is one the merge closed: a
+        refusal. One among the other ends was in the store before: corruption."""
         try:
-            await uow.resolve_entity_ids(tenant, [canonical, *absorbed])
+            return await uow.resolve_entity_ids(tenant, sorted({*merged, *ends}))
         except AliasCycleError as exc:
-            raise MergeRefused(
-                f"merging {', '.join(absorbed)} into {canonical!r} would close an alias cycle"
-            ) from exc
-        await self._add_edges(uow, tenant, payload.edges_to_add, tally)
-        await self._repoint(uow, tenant, absorbed, tally)
+            try:
+                await uow.resolve_entity_ids(tenant, merged)
+            except AliasCycleError:
+                raise MergeRefused(
+                    f"merging {', '.join(merged[1:])} into {merged[0]!r} would close an alias cycle"
+                ) from exc
+            raise
 
     async def apply_unmerge(
         self, uow: GraphUnitOfWork, event: EntitiesUnmergedEvent, tally: Tally
@@ -340,22 +377,17 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         self,
         uow: GraphUnitOfWork,
         tenant: TenantId,
-        absorbed: Sequence[EntityId],
+        touching: Sequence[Relationship],
+        writer: _EdgeWriter,
         tally: Tally,
     ) -> None:
         """An absorbed entity keeps no edges: move each to the resolved ids."""
-        touching = await uow.get_relationships_for(tenant, absorbed)
-        if not touching:
-            return
-        ids = {end for rel in touching for end in (rel.source_id, rel.target_id)}
-        resolved = await uow.resolve_entity_ids(tenant, sorted(ids))
-        existing = await _existing(uow, tenant, resolved.values())
         moved: list[Relationship] = []
         for rel in sorted(touching, key=lambda r: r.key):
-            source, target = resolved[rel.source_id], resolved[rel.target_id]
+            source, target = writer.resolve(rel.source_id), writer.resolve(rel.target_id)
             if source == target:
                 tally.collapsed += 1
-            elif source not in existing or target not in existing:
+            elif source not in writer.existing or target not in writer.existing:
                 tally.dangling += 1
             else:
                 moved.append(

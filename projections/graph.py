@@ -277,10 +277,11 @@ class GraphProjection(Fold[GraphUnitOfWork]):
     async def apply_merge(
         self, uow: GraphUnitOfWork, event: EntitiesMergedEvent, tally: Tally
     ) -> None:
-        """Eight statements and one per alias, whatever the edges: each read
-        asks for every id that its step of the merge needs (bench/neo4j_profile.py
-        counts them). The writes keep the order of applying the steps one at a
-        time: removals, aliases, added edges, then the absorbed ids' edges moved."""
+        """Two resolutions and one existence lookup, whatever the edges: each
+        read asks for every id that its step of the merge needs
+        (bench/neo4j_profile.py counts the statements). The writes keep the
+        order of applying the steps one at a time: removals, aliases, added
+        edges, then the absorbed ids' edges moved."""
         tenant, payload = event.tenant, event.payload
         canonical = EntityId(payload.canonical_id)
         absorbed = [EntityId(a) for a in payload.absorbed_ids]
@@ -292,11 +293,7 @@ class GraphProjection(Fold[GraphUnitOfWork]):
             EntityId(end) for ref in payload.edges_to_remove for end in (ref.source, ref.target)
         }
         before = await uow.resolve_entity_ids(tenant, sorted({*merged, *removed}))
-        if payload.edges_to_remove:
-            writer = _EdgeWriter(tenant, before, set(), chunk=self.chunk)
-            for ref in payload.edges_to_remove:
-                writer.remove(ref)
-            await writer.flush(uow)
+        await self._remove_edges(uow, tenant, payload.edges_to_remove, before)
         for alias_id in absorbed:
             await uow.upsert_alias(tenant, Alias(tenant, alias_id, canonical, payload.reason))
         # Nothing the merge writes from here on touches an absorbed id's edges
@@ -343,14 +340,20 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         await self._add_edges(uow, tenant, payload.edges_to_restore, tally)
 
     async def _remove_edges(
-        self, uow: GraphUnitOfWork, tenant: TenantId, refs: Sequence[EdgeRef]
+        self,
+        uow: GraphUnitOfWork,
+        tenant: TenantId,
+        refs: Sequence[EdgeRef],
+        resolved: dict[EntityId, EntityId] | None = None,
     ) -> None:
+        """Delete ``refs`` by their resolved keys; ``resolved`` when the caller
+        has already resolved their ends."""
         if not refs:
             return
-        ids = {EntityId(end) for ref in refs for end in (ref.source, ref.target)}
-        writer = _EdgeWriter(
-            tenant, await uow.resolve_entity_ids(tenant, sorted(ids)), set(), chunk=self.chunk
-        )
+        if resolved is None:
+            ids = {EntityId(end) for ref in refs for end in (ref.source, ref.target)}
+            resolved = await uow.resolve_entity_ids(tenant, sorted(ids))
+        writer = _EdgeWriter(tenant, resolved, set(), chunk=self.chunk)
         for ref in refs:
             writer.remove(ref)
         await writer.flush(uow)

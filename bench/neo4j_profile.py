@@ -62,7 +62,7 @@ def _statement_names(max_alias_depth: int) -> dict[str, str]:
         CEILING_ALIASES: "ceiling: alias rows",
     }
     # Statements rendered with the alias bound (their names changed over time).
-    for rendered in ("alias_depths", "upsert_alias_checked"):
+    for rendered in ("alias_depths", "upsert_alias_checked", "upsert_aliases_checked"):
         if hasattr(graph_cypher, rendered):
             names[getattr(graph_cypher, rendered)(max_alias_depth)] = rendered
     for module in (graph_cypher, ledger_cypher):

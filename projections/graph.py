@@ -294,8 +294,9 @@ class GraphProjection(Fold[GraphUnitOfWork]):
         }
         before = await uow.resolve_entity_ids(tenant, sorted({*merged, *removed}))
         await self._remove_edges(uow, tenant, payload.edges_to_remove, before)
-        for alias_id in absorbed:
-            await uow.upsert_alias(tenant, Alias(tenant, alias_id, canonical, payload.reason))
+        await uow.upsert_aliases(
+            tenant, [Alias(tenant, alias_id, canonical, payload.reason) for alias_id in absorbed]
+        )
         # Nothing the merge writes from here on touches an absorbed id's edges
         # except the collapsed added edges, left out of the move below.
         touching = await uow.get_relationships_for(tenant, absorbed)

@@ -8,7 +8,15 @@ import itertools
 
 import pytest
 
-from adapters.compliance.graph_support import HANG_TIMEOUT, alias, eid, ent, fresh_tenant, rel
+from adapters.compliance.graph_support import (
+    HANG_TIMEOUT,
+    alias,
+    eid,
+    ent,
+    fresh_partition,
+    fresh_tenant,
+    rel,
+)
 from contracts.errors import AliasChainTooDeepError, AliasCycleError
 from contracts.limits import DEFAULT_MAX_ALIAS_DEPTH
 from contracts.ports.graph import ProjectedGraphStore
@@ -75,6 +83,70 @@ class AliasTier:
         else:
             await store.upsert_alias(t, alias(t, a[-1], b[0]))
             assert await store.resolve_entity_ids(t, [eid(a[0])]) == {a[0]: b[-1]}
+
+    async def test_a_batch_writes_in_order_and_each_alias_sees_the_ones_before(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        t = fresh_tenant()
+        await store.upsert_aliases(
+            t,
+            [
+                alias(t, "d", "c"),
+                alias(t, "c", "b"),
+                alias(t, "b", "a"),
+                alias(t, "x", "first", "one"),
+                alias(t, "x", "second", "two"),
+            ],
+        )
+        resolved = await store.resolve_entity_ids(t, [eid(i) for i in "dcbx"])
+        assert resolved == {"d": "a", "c": "a", "b": "a", "x": "second"}
+        assert await store.find_aliases(t, eid("first")) == []
+        assert await store.find_aliases(t, eid("second")) == [alias(t, "x", "second", "two")]
+        await store.upsert_aliases(t, [])
+        assert await store.find_aliases(t, eid("a")) == [alias(t, "b", "a")]
+
+    async def test_a_batch_counts_the_depth_over_what_its_earlier_aliases_wrote(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        """Checked one by one, not all against the state before the call: moving
+        the bottom of a full chain away first makes room at its top; a chain
+        built in one call is refused at the hop past the limit, and nothing of
+        the call is written."""
+        t = fresh_tenant()
+        chain = [f"n{i}" for i in range(DEFAULT_MAX_ALIAS_DEPTH + 1)]
+        await store.upsert_aliases(
+            t, [alias(t, absorbed, canonical) for absorbed, canonical in itertools.pairwise(chain)]
+        )
+        await store.upsert_aliases(t, [alias(t, chain[0], "free"), alias(t, chain[-1], "top")])
+        assert await store.resolve_entity_ids(t, [eid(chain[0]), eid(chain[1])]) == {
+            chain[0]: "free",
+            chain[1]: "top",
+        }
+        u = fresh_tenant()
+        longer = [f"m{i}" for i in range(DEFAULT_MAX_ALIAS_DEPTH + 2)]
+        pairs = [
+            alias(u, absorbed, canonical) for absorbed, canonical in itertools.pairwise(longer)
+        ]
+        with pytest.raises(AliasChainTooDeepError) as raised:
+            await store.upsert_aliases(u, [*pairs, alias(u, "after", "refusal")])
+        assert (raised.value.tenant_id, raised.value.entity_id) == (u, longer[-2])
+        assert await store.resolve_entity_ids(u, [eid(longer[0]), eid("after")]) == {
+            longer[0]: longer[0],
+            "after": "after",
+        }
+        # In a unit of work the call ends where a loop would: what came before
+        # the refusal is written, for the unit of work to commit or roll back.
+        w = fresh_tenant()
+        pairs = [
+            alias(w, absorbed, canonical) for absorbed, canonical in itertools.pairwise(longer)
+        ]
+        async with store.unit_of_work(fresh_partition()) as uow:
+            with pytest.raises(AliasChainTooDeepError):
+                await uow.upsert_aliases(w, [*pairs, alias(w, "after", "refusal")])
+        assert await store.resolve_entity_ids(w, [eid(longer[0]), eid("after")]) == {
+            longer[0]: longer[-2],
+            "after": "after",
+        }
 
     async def test_resolution_is_batched_and_keeps_every_id_asked(
         self, store: ProjectedGraphStore

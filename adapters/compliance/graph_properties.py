@@ -9,11 +9,19 @@ assertions run everywhere.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from adapters.compliance.graph_support import HANG_TIMEOUT, PER_EXAMPLE, alias, fresh_tenant
+from adapters.compliance.graph_support import (
+    HANG_TIMEOUT,
+    PER_EXAMPLE,
+    alias,
+    fresh_partition,
+    fresh_tenant,
+)
 from adapters.compliance.strategies import (
     alias_forests,
     entities,
@@ -30,8 +38,9 @@ from contracts.domain import (
     RelationshipKey,
     blocking_key,
 )
-from contracts.errors import AliasCycleError
+from contracts.errors import AliasChainTooDeepError, AliasCycleError
 from contracts.ids import EntityId
+from contracts.limits import DEFAULT_MAX_ALIAS_DEPTH
 from contracts.ports.graph import ProjectedGraphStore
 
 _POOL = pooled_ids(5)
@@ -162,6 +171,52 @@ class PropertyTier:
         for canonical in set(model.values()):
             direct = sorted(a for a, c in model.items() if c == canonical)
             assert [a.alias_id for a in await store.find_aliases(t, canonical)] == direct
+
+    @PER_EXAMPLE
+    @given(
+        base=st.integers(DEFAULT_MAX_ALIAS_DEPTH - 3, DEFAULT_MAX_ALIAS_DEPTH),
+        picks=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=1, max_size=6),
+        reasons=st.lists(st.sampled_from(["", "same", "name match"]), min_size=6, max_size=6),
+    )
+    async def test_one_batch_of_aliases_is_single_upserts_in_one_unit_of_work(
+        self,
+        store: ProjectedGraphStore,
+        base: int,
+        picks: list[tuple[int, int]],
+        reasons: list[str],
+    ) -> None:
+        """A chain a few hops short of the limit, then aliases among its bottom,
+        its top, a middle id and fresh ids: some lengthen it past the limit,
+        some move a member away first and make room, some close a cycle. One
+        ``upsert_aliases`` call refuses at the same alias (or none) as a loop of
+        ``upsert_alias`` in a unit of work, and leaves what its commit or its
+        rollback leaves."""
+        chain = [EntityId(f"c{i}") for i in range(base + 1)]
+        pool = [chain[0], chain[1], chain[base // 2], chain[-2], chain[-1]]
+        pool += [EntityId(f"f{i}") for i in range(10 - len(pool))]
+        pairs = [(pool[a], pool[c], reasons[i]) for i, (a, c) in enumerate(picks) if a != c]
+        outcomes = []
+        for batched in (True, False):
+            t = fresh_tenant()
+            await store.upsert_aliases(t, [alias(t, a, c) for a, c in itertools.pairwise(chain)])
+            written = [alias(t, a, c, why) for a, c, why in pairs]
+            refused: EntityId | None = None
+            try:
+                if batched:
+                    await store.upsert_aliases(t, written)
+                else:
+                    async with store.unit_of_work(fresh_partition()) as uow:
+                        for one in written:
+                            await uow.upsert_alias(t, one)
+            except AliasChainTooDeepError as exc:
+                refused = exc.entity_id
+            held = [
+                (a.alias_id, a.canonical_id, a.reason)
+                for target in {*chain, *pool}
+                for a in await store.find_aliases(t, target)
+            ]
+            outcomes.append((refused, sorted(held)))
+        assert outcomes[0] == outcomes[1]
 
     @pytest.mark.timeout(HANG_TIMEOUT)
     @PER_EXAMPLE

@@ -9,7 +9,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from contracts.domain import Alias, Entity, Properties, Relationship, RelationshipKey
+from contracts.domain import (
+    Alias,
+    Entity,
+    Properties,
+    Relationship,
+    RelationshipKey,
+    StreamPartition,
+)
 from contracts.ids import EntityId, TenantId, tenant_id
 from contracts.ports.graph import GraphStore
 
@@ -27,6 +34,10 @@ HANG_TIMEOUT = 30
 
 def fresh_tenant() -> TenantId:
     return tenant_id(f"t-{uuid.uuid4().hex[:8]}")
+
+
+def fresh_partition() -> StreamPartition:
+    return StreamPartition(f"graph-events-{uuid.uuid4().hex[:8]}", 0, uuid.uuid4().hex)
 
 
 def eid(value: str) -> EntityId:

@@ -180,6 +180,7 @@ class TenancyTier:
             lambda: store.upsert_entities(mine, [ent(mine, "c"), ent(theirs, "d")]),
             lambda: store.upsert_relationships(mine, [rel(theirs, "a", "b")]),
             lambda: store.upsert_alias(mine, alias(theirs, "x", "a")),
+            lambda: store.upsert_aliases(mine, [alias(mine, "x", "a"), alias(theirs, "y", "a")]),
         ]
         for write in writes:
             with pytest.raises(TenantIsolationError):
@@ -187,4 +188,4 @@ class TenancyTier:
         for t in (mine, theirs):
             assert [e.id for e in await store.find_entities(t)] == ["a", "b"]
             assert await store.get_relationships(t) == []
-            assert await store.resolve_entity_ids(t, [eid("x")]) == {"x": "x"}
+            assert await store.resolve_entity_ids(t, [eid("x"), eid("y")]) == {"x": "x", "y": "y"}

@@ -8,7 +8,6 @@ Checkpoint fencing and interleaving belong to the ledger suite
 from __future__ import annotations
 
 import asyncio
-import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -19,11 +18,12 @@ from adapters.compliance.graph_support import (
     alias,
     eid,
     ent,
+    fresh_partition,
     fresh_tenant,
     key,
     rel,
 )
-from contracts.domain import Entity, RebuildMarker, Relationship, StreamPartition
+from contracts.domain import Entity, RebuildMarker, Relationship
 from contracts.errors import AliasCycleError, MissingEntityError, TenantIsolationError
 from contracts.ids import EventId, TenantId
 from contracts.ports.graph import ProjectedGraphStore, TenantResolution, TenantUpserts
@@ -32,10 +32,6 @@ from contracts.ports.ledger import NO_CHECKPOINT
 
 class Boom(Exception):
     """Raised inside a unit of work to make it roll back."""
-
-
-def fresh_partition() -> StreamPartition:
-    return StreamPartition(f"graph-events-{uuid.uuid4().hex[:8]}", 0, uuid.uuid4().hex)
 
 
 async def _before(store: ProjectedGraphStore) -> TenantId:

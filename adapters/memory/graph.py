@@ -211,17 +211,26 @@ class GraphView(MemoryLedger, ClosingContext):
     # AliasStore
 
     async def upsert_alias(self, tenant_id: TenantId, alias: Alias) -> None:
-        with _scoped(tenant_id, "upsert_alias") as part:
-            part.only([alias], _tenant_of)
+        await self.upsert_aliases(tenant_id, [alias])
+
+    async def upsert_aliases(self, tenant_id: TenantId, aliases: Sequence[Alias]) -> None:
+        with _scoped(tenant_id, "upsert_aliases") as part:
+            stored = self._graph.aliases
             pairs = {
                 absorbed: row.canonical_id
-                for (t, absorbed), row in self._graph.aliases.items()
+                for (t, absorbed), row in stored.items()
                 if t == part.tenant
             }
-            check_alias_write(
-                part.tenant, pairs, alias.alias_id, alias.canonical_id, self._graph.max_alias_depth
-            )
-            self._graph.aliases[(part.tenant, alias.alias_id)] = _alias(alias)
+            for alias in part.only(aliases, _tenant_of):
+                check_alias_write(
+                    part.tenant,
+                    pairs,
+                    alias.alias_id,
+                    alias.canonical_id,
+                    self._graph.max_alias_depth,
+                )
+                stored[(part.tenant, alias.alias_id)] = _alias(alias)
+                pairs[alias.alias_id] = alias.canonical_id
 
     async def remove_alias(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
         with _scoped(tenant_id, "remove_alias") as part:
@@ -449,6 +458,7 @@ class InMemoryGraphStore(ClosingContext):
     upsert_entity = writes(GraphView.upsert_entity)
     upsert_entities = writes(GraphView.upsert_entities)
     upsert_alias = writes(GraphView.upsert_alias)
+    upsert_aliases = writes(GraphView.upsert_aliases)
     remove_alias = writes(GraphView.remove_alias)
     find_aliases = reads(GraphView.find_aliases)
     resolve_entity_ids = reads(GraphView.resolve_entity_ids)

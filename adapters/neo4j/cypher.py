@@ -112,17 +112,19 @@ RETURN key, properties(e) AS e
 # variable-length match; an id has at most one outgoing edge (keyed by the
 # absorbed id), and nodes left without edges are deleted.
 
-#: ``SET a.lock`` takes the write lock on the absorbed id before looking for
-#: its old edge, so two concurrent upserts of one alias cannot both create one.
-UPSERT_ALIAS: Final = """
-MERGE (a:AliasId {tenant_id: $tenant, id: $alias_id})
-SET a.lock = $token
-WITH a
+#: One alias of ``$rows`` (``row``, at index ``i``) written. ``SET a.lock``
+#: takes the write lock on the absorbed id before looking for its old edge, so
+#: two concurrent upserts of one alias cannot both create one; the lock's value
+#: names the statement and the row (see ``upsert_aliases_checked``).
+_UPSERT_ALIAS_ROW: Final = """
+MERGE (a:AliasId {tenant_id: $tenant, id: row.alias_id})
+SET a.lock = $token + ':' + toString(i)
+WITH row, a
 OPTIONAL MATCH (a)-[old:ALIAS_OF]->(previous:AliasId)
 DELETE old
-WITH a, collect(previous) AS previous
-MERGE (c:AliasId {tenant_id: $tenant, id: $canonical_id})
-CREATE (a)-[:ALIAS_OF {tenant_id: $tenant, reason: $reason}]->(c)
+WITH row, a, collect(previous) AS previous
+MERGE (c:AliasId {tenant_id: $tenant, id: row.canonical_id})
+CREATE (a)-[:ALIAS_OF {tenant_id: $tenant, reason: row.reason}]->(c)
 WITH previous
 UNWIND previous AS orphan
 WITH orphan WHERE NOT EXISTS { (orphan)--() }
@@ -187,31 +189,45 @@ MATCH (s:AliasId {tenant_id: ask.tenant, id: id})
 
 
 @lru_cache(maxsize=64)
-def upsert_alias_checked(limit: int) -> str:
-    """``UPSERT_ALIAS`` behind its depth check, in one statement: the longest
-    chain of aliases ending at the absorbed id and the hops from the canonical
-    to its end, each counted up to ``limit + 1`` (adapters.alias_depth); the
-    alias is written only if the chain it makes is at most ``limit`` hops, and
-    the two counts come back either way, so the caller raises when it was not
-    written. One round trip instead of a read and then the write (timed per
-    statement by bench/neo4j_profile.py: merges wrote two per absorbed id).
-    A pattern's length bound cannot be a parameter; ``limit`` is an int.
+def upsert_aliases_checked(limit: int) -> str:
+    """The aliases of ``$rows`` (``alias_id``, ``canonical_id``, ``reason``), in
+    order, each behind its depth check, in one statement: for each row, the
+    longest chain of aliases ending at the absorbed id and the hops from the
+    canonical to its end, counted up to ``limit + 1`` (adapters.alias_depth)
+    over what the rows before it wrote (a ``CALL`` per row sees the ones
+    before). A row is written only if the chain it makes is at most ``limit``
+    hops and the row before it was written (its lock holds this statement's
+    token and its index), so the first refusal ends the batch as it would end
+    a loop of single upserts. Every row's counts come back, so the caller
+    raises for the first refused. One round trip per merge instead of one per
+    absorbed id (counted per statement by bench/neo4j_profile.py). A pattern's
+    length bound cannot be a parameter; ``limit`` is an int.
     """
     hops, most = int(limit) + 1, int(limit)
     return (
         f"""
+UNWIND range(0, size($rows) - 1) AS i
+CALL (i) {{
+WITH i, $rows[i] AS row
 OPTIONAL MATCH below = (:AliasId)-[:ALIAS_OF*1..{hops}]->
-  (:AliasId {{tenant_id: $tenant, id: $alias_id}})
-WITH max(length(below)) AS below
-OPTIONAL MATCH above = (:AliasId {{tenant_id: $tenant, id: $canonical_id}})
+  (:AliasId {{tenant_id: $tenant, id: row.alias_id}})
+WITH i, row, max(length(below)) AS below
+OPTIONAL MATCH above = (:AliasId {{tenant_id: $tenant, id: row.canonical_id}})
   -[:ALIAS_OF*1..{hops}]->(:AliasId)
-WITH coalesce(below, 0) AS below, coalesce(max(length(above)), 0) AS above
-CALL (below, above) {{
-WITH below, above WHERE below + 1 + above <= {most}
+WITH i, row, coalesce(below, 0) AS below, coalesce(max(length(above)), 0) AS above
+WITH i, row, below, above, i = 0 OR EXISTS {{
+  MATCH (p:AliasId {{tenant_id: $tenant, id: $rows[i - 1].alias_id}})
+  WHERE p.lock = $token + ':' + toString(i - 1)
+}} AS reached
+CALL (i, row, below, above, reached) {{
+WITH i, row WHERE reached AND below + 1 + above <= {most}
 """
-        + UPSERT_ALIAS
+        + _UPSERT_ALIAS_ROW
         + """}
-RETURN below, above
+RETURN below, above, reached
+}
+RETURN i, below, above, reached
+ORDER BY i
 """
     )
 

@@ -47,6 +47,13 @@ DEFAULT_DATABASE = "neo4j"
 T = TypeVar("T")
 
 
+#: Direct writes whose statement may write the first part of the call before
+#: the adapter refuses the rest (from what the statement returns): each runs in
+#: a transaction of its own, rolled back when it raises, so that a refused call
+#: writes nothing, as the in-memory store's do.
+_ONE_TRANSACTION = frozenset({"upsert_aliases"})
+
+
 class Neo4jGraphStore(ClosingContext):
     """The store over a driver. ``owns_driver``: close the driver on ``aclose``."""
 
@@ -199,14 +206,27 @@ class Neo4jGraphStore(ClosingContext):
 
     async def _direct_write(self, name: str, call: Callable[[Neo4jGraphView], Awaitable[T]]) -> T:
         self._refuse_if_read_only(name)
+        if name in _ONE_TRANSACTION:
+            async with self._transaction(f"begin {name}") as view:
+                return await call(view)
         # The managed runner refuses a write from inside this task's own unit
         # of work, and the driver retries transient failures.
         return await call(self._direct)
 
     @asynccontextmanager
     async def unit_of_work(self, partition: StreamPartition) -> AsyncIterator[GraphUnitOfWork]:
-        self._managed.check_open()
         self._refuse_if_read_only("unit_of_work")
+        async with self._transaction("begin a unit of work", partition) as uow:
+            yield uow
+
+    @asynccontextmanager
+    async def _transaction(
+        self, what: str, partition: StreamPartition | None = None
+    ) -> AsyncIterator[Neo4jGraphView]:
+        """A view over one explicit transaction: committed when the block ends,
+        rolled back when it raises; the partition's lock taken by its first
+        statement, when given."""
+        self._managed.check_open()
         task = asyncio.current_task()
         if task is None or task in self._holders:
             raise RuntimeError(
@@ -219,20 +239,21 @@ class Neo4jGraphStore(ClosingContext):
                 try:
                     tx = await session.begin_transaction(timeout=self._transaction_timeout)
                 except (Neo4jError, DriverError) as exc:
-                    raise translate(exc, Blame("begin a unit of work")) from exc
+                    raise translate(exc, Blame(what)) from exc
                 runner = TransactionRunner(tx)
-                uow = Neo4jGraphView(runner)
-                uow.max_alias_depth = self.max_alias_depth
+                view = Neo4jGraphView(runner)
+                view.max_alias_depth = self.max_alias_depth
                 try:
-                    uow.lock_on_first_statement(partition)
-                    yield uow
-                    await uow.write_deferred()
+                    if partition is not None:
+                        view.lock_on_first_statement(partition)
+                    yield view
+                    await view.write_deferred()
                     await runner.commit()
                 except BaseException:
                     await runner.rollback()
                     raise
                 finally:
-                    uow.release_partition()
+                    view.release_partition()
         finally:
             self._holders.discard(task)
 
@@ -250,6 +271,7 @@ class Neo4jGraphStore(ClosingContext):
     upsert_entity = writes(Neo4jGraphView.upsert_entity)
     upsert_entities = writes(Neo4jGraphView.upsert_entities)
     upsert_alias = writes(Neo4jGraphView.upsert_alias)
+    upsert_aliases = writes(Neo4jGraphView.upsert_aliases)
     remove_alias = writes(Neo4jGraphView.remove_alias)
     find_aliases = reads(Neo4jGraphView.find_aliases)
     resolve_entity_ids = reads(Neo4jGraphView.resolve_entity_ids)

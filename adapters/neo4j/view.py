@@ -180,22 +180,34 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
     # AliasStore
 
     async def upsert_alias(self, tenant_id: TenantId, alias: Alias) -> None:
-        with _scoped(tenant_id, "upsert_alias") as part:
-            part.only([alias], _tenant_of)
+        await self.upsert_aliases(tenant_id, [alias])
+
+    async def upsert_aliases(self, tenant_id: TenantId, aliases: Sequence[Alias]) -> None:
+        with _scoped(tenant_id, "upsert_aliases") as part:
+            rows = part.only(aliases, _tenant_of)
+            if not rows:
+                return
             limit = self.max_alias_depth
-            # Nothing is written when the chain would be too deep.
-            [depths] = await self._run(
-                q.upsert_alias_checked(limit),
+            # The statement stops at the first alias whose chain would be too
+            # deep; the ones before it are written, as by single upserts.
+            depths = await self._run(
+                q.upsert_aliases_checked(limit),
                 part,
                 write=True,
-                blamed=[alias.alias_id, alias.canonical_id],
-                alias_id=alias.alias_id,
-                canonical_id=alias.canonical_id,
-                reason=alias.reason,
+                blamed=[i for a in rows for i in (a.alias_id, a.canonical_id)],
+                rows=[
+                    {"alias_id": a.alias_id, "canonical_id": a.canonical_id, "reason": a.reason}
+                    for a in rows
+                ],
                 token=uuid.uuid4().hex,
             )
-            if depths["below"] + 1 + depths["above"] > limit:
-                raise AliasChainTooDeepError(part.tenant, alias.alias_id, limit)
+            for alias, depth in zip(rows, depths, strict=True):
+                if depth["below"] + 1 + depth["above"] > limit:
+                    raise AliasChainTooDeepError(part.tenant, alias.alias_id, limit)
+                if not depth["reached"]:
+                    # Only a refusal before it stops a row; anything else means
+                    # the rows did not run in order, and the batch is not a loop.
+                    raise RuntimeError("upsert_aliases: a row ran before the one before it")
 
     async def remove_alias(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
         with _scoped(tenant_id, "remove_alias") as part:

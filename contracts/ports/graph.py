@@ -77,6 +77,14 @@ class AliasStore(AsyncClosable, Protocol):
         """
         ...
 
+    async def upsert_aliases(self, tenant_id: TenantId, aliases: Sequence[Alias]) -> None:
+        """``upsert_alias`` for each, in order, as one write: each alias's depth
+        is checked over the ones before it, and the first that would make a
+        chain too deep raises ``AliasChainTooDeepError``. A direct call then
+        writes none of them; in a unit of work, the ones before it are written
+        and none after it, as a loop of ``upsert_alias`` leaves them."""
+        ...
+
     async def remove_alias(self, tenant_id: TenantId, alias_id: EntityId) -> bool:
         """Forget the alias of ``alias_id``; True if there was one."""
         ...

@@ -32,6 +32,7 @@ from adapters.neo4j.schema import (
 )
 from contracts.domain import Alias, Entity, Relationship
 from contracts.ids import EntityId, TenantId
+from contracts.limits import DEFAULT_MAX_ALIAS_DEPTH
 from streams.cli.main import main
 from tests.services import Neo4jConfig
 
@@ -109,11 +110,9 @@ async def _write_old_model(
         OLD_UPSERT_RELATIONSHIPS, tenant=tenant, rows=edge_rows, database_=DATABASE
     )
     await driver.execute_query(
-        q.UPSERT_ALIAS,
+        q.upsert_aliases_checked(DEFAULT_MAX_ALIAS_DEPTH),
         tenant=tenant,
-        alias_id="e0005",
-        canonical_id="e0006",
-        reason="same",
+        rows=[{"alias_id": "e0005", "canonical_id": "e0006", "reason": "same"}],
         token="t",
         database_=DATABASE,
     )

@@ -73,6 +73,10 @@ test-services: venv
 soak: venv
 	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_SEEDS:-3000} REDSTRING_SIM_TENANTS=$${REDSTRING_SIM_TENANTS:-16} \
 	REDSTRING_SIM_PARTITIONS=$${REDSTRING_SIM_PARTITIONS:-3} $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges --hypothesis-show-statistics
+	@# Wide: up to 40 tenants on 6 partitions of one or two workers, the shape
+	@# that found seek remnants refilling the queue (tests/unit/streams/test_loop.py).
+	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_WIDE_SEEDS:-1000} REDSTRING_SIM_TENANTS=40 \
+	REDSTRING_SIM_PARTITIONS=6 $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges
 
 # The pipeline end to end: the local stack, a topic, a worker, a history with
 # merges and an unmerge, and what the stores answer afterwards.

@@ -110,6 +110,13 @@ class WorkerLoop:
         # them. Once the stores are past it (an operator skipped it), the
         # watchdog resumes the partition.
         self.paused_at: dict[int, int] = {}
+        # The target of each partition's last seek, until a batch from it is
+        # handled: records fetched before the seek landed still arrive after
+        # it (a consumer's queue is not cleared by a seek), and those past the
+        # target are remnants, not a new gap. Seeking again for each of them
+        # refills the queue behind them faster than it drains (a stall found
+        # by the simulation; tests/unit/streams/test_loop.py).
+        self._sought: dict[int, int] = {}
 
     async def on_assigned(self) -> None:
         """After a rebalance: commit and seek every assigned partition to the
@@ -129,6 +136,7 @@ class WorkerLoop:
             for partition, offset in offsets.items():
                 if partition in self.consumer.assigned():  # not revoked meanwhile
                     await self.consumer.seek(partition, offset)
+                    self._sought[partition] = offset
             log.info("committed the stores' positions", extra={"offsets": offsets})
 
     async def on_batch(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
@@ -138,6 +146,7 @@ class WorkerLoop:
         partitions in one call."""
         ordered = sorted((p, records) for p, records in batch.items() if records)
         now = self._clock()
+        heard = {p: self._heard.get(p) for p, _ in ordered}
         for partition, _ in ordered:
             self._heard[partition] = now
             self._in_hand.add(partition)
@@ -153,6 +162,13 @@ class WorkerLoop:
                 # Records flowed: whatever stall the watchdog reported is over
                 # (if they were not the ones needed, the loop seeks, and the
                 # watchdog looks again after ``stall_after``).
+                if self._remnant(partition, decision):
+                    # Not a sign the partition flows: if the seek was lost,
+                    # the watchdog seeks again after ``stall_after``.
+                    before = heard[partition]
+                    if before is not None:
+                        self._heard[partition] = before
+                    continue
                 self.projector.health.stalled.pop(partition, None)
                 commit = await self._act(partition, decision)
                 if commit is not None:
@@ -164,6 +180,19 @@ class WorkerLoop:
         finally:
             for partition, _ in ordered:
                 self._in_hand.discard(partition)
+
+    def _remnant(self, partition: int, decision: Decision) -> bool:
+        """Whether the batch only asked for the seek already made: records
+        from before that seek landed, past its target, to be dropped. Any
+        other decision means the records from the target on have arrived (or
+        the stores moved): the next gap is a new one."""
+        sought = self._sought.get(partition)
+        if decision.seek is not None and decision.seek == sought and decision.reason == "ahead":
+            return True
+        if sought is not None and not (decision.commit is not None and decision.commit <= sought):
+            # Anything but "already applied" up to the target: the seek is answered.
+            del self._sought[partition]
+        return False
 
     async def _act(self, partition: int, decision: Decision) -> int | None:
         """Pause or seek as the decision says; else the offset to commit (the
@@ -191,6 +220,7 @@ class WorkerLoop:
             # (aiokafka's IllegalStateError), which would crash the worker.
             return
         await self.consumer.seek(partition, offset)
+        self._sought[partition] = offset
         self._heard[partition] = self._clock()
 
     async def check_stalls(self) -> None:

@@ -189,7 +189,8 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 return
             limit = self.max_alias_depth
             # The statement stops at the first alias whose chain would be too
-            # deep; the ones before it are written, as by single upserts.
+            # deep, the ones before it written, as by single upserts; a direct
+            # call's transaction then rolls them back (the store's _ONE_TRANSACTION).
             depths = await self._run(
                 q.upsert_aliases_checked(limit),
                 part,

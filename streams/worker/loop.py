@@ -159,9 +159,6 @@ class WorkerLoop:
             )
             commits: dict[int, int] = {}
             for (partition, _), decision in zip(ordered, decisions, strict=True):
-                # Records flowed: whatever stall the watchdog reported is over
-                # (if they were not the ones needed, the loop seeks, and the
-                # watchdog looks again after ``stall_after``).
                 if self._remnant(partition, decision):
                     # Not a sign the partition flows: if the seek was lost,
                     # the watchdog seeks again after ``stall_after``.
@@ -169,6 +166,9 @@ class WorkerLoop:
                     if before is not None:
                         self._heard[partition] = before
                     continue
+                # Records flowed: whatever stall the watchdog reported is over
+                # (if they were not the ones needed, the loop seeks, and the
+                # watchdog looks again after ``stall_after``).
                 self.projector.health.stalled.pop(partition, None)
                 commit = await self._act(partition, decision)
                 if commit is not None:

@@ -77,6 +77,11 @@ soak: venv
 	@# that found seek remnants refilling the queue (tests/unit/streams/test_loop.py).
 	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_WIDE_SEEDS:-1000} REDSTRING_SIM_TENANTS=40 \
 	REDSTRING_SIM_PARTITIONS=6 $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges
+	@# Deep: up to 4 tenants of up to 40 steps each on one partition, many
+	@# replays rescanning it, the shape that found sub-batches losing a seek's
+	@# reason (tests/unit/streams/test_loop.py, "sub-batches").
+	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_DEEP_SEEDS:-300} REDSTRING_SIM_TENANTS=4 \
+	REDSTRING_SIM_PARTITIONS=1 REDSTRING_SIM_STEPS=40 $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges
 
 # The pipeline end to end: the local stack, a topic, a worker, a history with
 # merges and an unmerge, and what the stores answer afterwards.

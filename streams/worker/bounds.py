@@ -18,6 +18,7 @@ as much as applying it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -161,9 +162,9 @@ async def handle_bounded(
         applied += decision.applied
         if decision.commit is None:
             break
-    return Decision(
-        commit=decision.commit, seek=decision.seek, pause=decision.pause, applied=applied
-    )
+    # The decision whole, reason included: the loop tells a seek's remnants
+    # by it (streams.worker.loop.WorkerLoop._remnant).
+    return dataclasses.replace(decision, applied=applied)
 
 
 async def _handle_within(

@@ -125,7 +125,9 @@ class Decision:
     seek: int | None = None  # seek back (and commit) to this offset
     pause: str | None = None  # stop consuming the partition, and why
     applied: int = 0
-    #: Why a seek (the ``redstring_seeks_total`` reason) or why nothing: for traces.
+    #: Why a seek (the ``redstring_seeks_total`` reason) or why nothing: for
+    #: traces, and for the loop, which drops a seek's remnants ("ahead" to
+    #: the target it sought) by it. Whatever combines decisions keeps it.
     reason: str | None = field(default=None, compare=False)
 
 

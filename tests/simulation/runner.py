@@ -85,6 +85,8 @@ class Knobs:
     max_chunk: int = 12
     max_delay: int = 4
     zombie_chance: float = 0.5
+    #: Rounds the workers get to quiesce, at least; a history with replays
+    #: gets more (``Simulation.quiesce_bound``), since each rescans its partition.
     quiesce_rounds: int = 400
     weights: Mapping[str, int] = field(default_factory=lambda: dict(WEIGHTS))
 
@@ -454,7 +456,7 @@ class Simulation:
             member.wire.disarm()
             self.learn(member)
         self.publish(len(self.workload.records))
-        for rounds in range(self.knobs.quiesce_rounds):
+        for rounds in range(self.quiesce_bound()):
             self.step += 1
             for member in self.members:
                 if member.recovery is not None:
@@ -478,6 +480,16 @@ class Simulation:
                 await self.settle()
                 return
         raise self.fail(await self.describe_stall())
+
+    def quiesce_bound(self) -> int:
+        """The rounds within which the workers must quiesce: a stall never
+        does, and a live run needs one pass of the log, plus one per replay
+        (each rescans its partition from the log start), at ``max_batch``
+        records a round, twice over for the seeks between them."""
+        records = len(self.workload.records)
+        replays = sum(1 for r in self.workload.records if r.kind == "replay")
+        passes = (1 + replays) * (records // self.knobs.max_batch + 1)
+        return max(self.knobs.quiesce_rounds, 2 * passes)
 
     async def drain(self, member: Member) -> None:
         """Let the member's put finish. It waits only for the applier (room in
@@ -508,7 +520,7 @@ class Simulation:
         return True
 
     async def describe_stall(self) -> str:
-        lines = [f"no quiescence after {self.knobs.quiesce_rounds} rounds (a stall):"]
+        lines = [f"no quiescence after {self.quiesce_bound()} rounds (a stall):"]
         for partition in range(self.workload.partitions):
             graph, vector = await self.positions(partition)
             end = self.kafka.high_watermark(partition)

@@ -29,6 +29,8 @@ SEEDS = int(os.environ.get("REDSTRING_SIM_SEEDS", "300"))
 #: Tenants per workload (at most) and partitions: ``make soak`` draws larger ones.
 TENANTS = int(os.environ.get("REDSTRING_SIM_TENANTS", "6"))
 PARTITIONS = int(os.environ.get("REDSTRING_SIM_PARTITIONS", "2"))
+#: Steps per tenant (at most): deeper histories give each tenant more merges to refuse.
+STEPS = int(os.environ.get("REDSTRING_SIM_STEPS", "6"))
 PART = StreamPartition("events", 0, "sim-topic-id")
 
 
@@ -69,7 +71,9 @@ def test_the_worker_loop_converges_under_faults() -> None:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(
-        workload=workloads(min_tenants=1, max_tenants=TENANTS, partitions=PARTITIONS, max_steps=6),
+        workload=workloads(
+            min_tenants=1, max_tenants=TENANTS, partitions=PARTITIONS, max_steps=STEPS
+        ),
         seed=st.integers(0, 2**32 - 1),
     )
     def run(workload: Workload, seed: int) -> None:

@@ -104,12 +104,17 @@ async def test_sub_batches_are_handed_in_turn_and_the_last_commit_wins() -> None
 
 
 async def test_a_seek_or_a_pause_drops_the_rest_of_the_batch() -> None:
-    for stop in (Decision(seek=1, applied=1), Decision(pause="why")):
+    for stop in (Decision(seek=1, applied=1, reason="ahead"), Decision(pause="why")):
         projector = Projector([Decision(commit=2, applied=2), stop, Decision(commit=9)])
         records = [raw(o) for o in range(6)]
         decision = await handle_bounded(projector, 0, records, BatchBounds(max_records=2))
         assert projector.handed == [[0, 1], [2, 3]]
-        assert (decision.seek, decision.pause) == (stop.seek, stop.pause)
+        # The reason too: the loop tells a seek's remnants by it.
+        assert (decision.seek, decision.pause, decision.reason) == (
+            stop.seek,
+            stop.pause,
+            stop.reason,
+        )
         assert decision.applied == 2 + stop.applied
 
 

@@ -8,10 +8,13 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
+import pytest
+
 from contracts import signing
 from contracts.domain import StreamPartition
 from contracts.events import SCHEMA_VERSION, event_to_json, make_event
 from contracts.ids import EntityId, TenantId
+from streams.worker.bounds import UNBOUNDED, BatchBounds
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
 from streams.worker.projector import Decision, RawRecord
@@ -274,14 +277,22 @@ def served(p: Any, family: str) -> dict[tuple[str, ...], float]:
     return {tuple(s.labels.values()): s.value for s in metric.samples}
 
 
-async def test_the_remnants_of_a_seek_are_dropped_without_seeking_again(stores: Any) -> None:
+@pytest.mark.parametrize(
+    "bounds", [UNBOUNDED, BatchBounds(max_records=1)], ids=["whole", "sub-batches"]
+)
+async def test_the_remnants_of_a_seek_are_dropped_without_seeking_again(
+    stores: Any, bounds: BatchBounds
+) -> None:
     """Records fetched before a seek landed still arrive after it, past its
     target. Each one seeking again refilled the consumer's queue behind them
     faster than it drained: a partition that never caught up (found by the
-    simulation with 38 tenants on 6 partitions, replays and duplicates)."""
+    simulation with 38 tenants on 6 partitions, replays and duplicates). Cut
+    into sub-batches (as a worker's bounds cut them) they are remnants too:
+    the sub-batches' decision keeps its reason (found by the simulation with
+    4 tenants of up to 40 steps on one partition)."""
     p = projector(*stores, ListSink())
     consumer = Recorder({0}, {0: 8})
-    loop = WorkerLoop(p, consumer)
+    loop = WorkerLoop(p, consumer, bounds=bounds)
     await loop.on_batch({0: [raw(0, doc("a", "x")), raw(3, doc("b", "y"))]})
     assert consumer.seeks == [(0, 1)]
     for remnant in ([raw(3, doc("b", "y"))], [raw(4, doc("b", "z")), raw(5, doc("c", "z"))]):

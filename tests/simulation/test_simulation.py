@@ -21,7 +21,7 @@ from adapters.memory.graph import InMemoryGraphStore
 from adapters.memory.vector import InMemoryVectorStore
 from contracts.domain import StreamPartition
 from tests.simulation.faults import WorkerCrash
-from tests.simulation.runner import simulate
+from tests.simulation.runner import Knobs, simulate
 from tests.workloads import Workload, workload_from_seed, workloads
 
 SOAK = "REDSTRING_SIM_SEEDS" in os.environ
@@ -31,6 +31,17 @@ TENANTS = int(os.environ.get("REDSTRING_SIM_TENANTS", "6"))
 PARTITIONS = int(os.environ.get("REDSTRING_SIM_PARTITIONS", "2"))
 #: Steps per tenant (at most): deeper histories give each tenant more merges to refuse.
 STEPS = int(os.environ.get("REDSTRING_SIM_STEPS", "6"))
+#: Knobs for a soak of another shape, as "name=value,..." (integers), e.g.
+#: "max_members=3,max_batch=64": tests.simulation.runner.Knobs.
+KNOBS = Knobs(
+    **{
+        name.strip(): int(value)
+        for name, _, value in (
+            item.partition("=") for item in os.environ.get("REDSTRING_SIM_KNOBS", "").split(",")
+        )
+        if name.strip()
+    }
+)
 PART = StreamPartition("events", 0, "sim-topic-id")
 
 
@@ -81,7 +92,7 @@ def test_the_worker_loop_converges_under_faults() -> None:
         note(f"seed {seed}: {workload.summary()}")
         for record in workload.records:
             note(f"  p{record.partition}@{record.offset} {record.tenant} {record.kind}")
-        report = simulate(workload, seed)
+        report = simulate(workload, seed, KNOBS)
         longest = max(longest, len(workload.records))
         totals.update(report.faults)
         totals["runs"] += 1

@@ -35,7 +35,7 @@ from streams.worker.bounds import BatchBounds, InFlight, ReadAhead, batch_values
 from streams.worker.intake import Intake, IntakeStopped
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
-from streams.worker.projector import Projector, RawRecord
+from streams.worker.projector import Decision, Projector, RawRecord
 from tests.scenarios.harness import Stores, describe_difference, folded_states
 from tests.simulation.consumer import SimFaustConsumer
 from tests.simulation.faults import (
@@ -128,6 +128,54 @@ FEED_TURNS = 50
 SIM_READ_AHEAD_BYTES = (1024, 4096, 1 << 30)
 
 
+class ObservedLoop(WorkerLoop):
+    """The real loop, watched for a waste the oracle cannot see: a batch that
+    only asks for the seek the loop already made (records fetched before it
+    landed) answered with that seek again. Each such seek fetches the range
+    again behind what is still queued, so the queue refills faster than it
+    drains: a partition that converges late or never (docs/design.md 5.9)."""
+
+    def __init__(self, *args: Any, violations: list[str], name: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._violations = violations
+        self._name = name
+        #: Each partition's last seek from a batch or the watchdog, and whether
+        #: a batch has since carried the record at its target.
+        self._last_seek: dict[int, tuple[int, bool]] = {}
+
+    async def on_assigned(self) -> None:
+        self._last_seek.clear()
+        await super().on_assigned()
+
+    async def on_batch(self, batch: Mapping[int, Sequence[RawRecord]]) -> None:
+        for partition, records in batch.items():
+            last = self._last_seek.get(partition)
+            if last is not None and any(r.offset == last[0] for r in records):
+                self._last_seek[partition] = (last[0], True)
+        await super().on_batch(batch)
+
+    async def _act(self, partition: int, decision: Decision) -> int | None:
+        # A batch that applied something moved the stores (another member may
+        # have moved them past the target meanwhile): its seek is a new one.
+        if (
+            decision.pause is None
+            and not decision.applied
+            and decision.seek is not None
+            and self._last_seek.get(partition) == (decision.seek, False)
+        ):
+            self._violations.append(
+                f"{self._name} sought partition {partition} to {decision.seek} again "
+                f"({decision.reason}) before any batch carried offset {decision.seek}: "
+                "a seek's remnants taken for a new gap"
+            )
+        return await super()._act(partition, decision)
+
+    async def _seek(self, partition: int, offset: int) -> None:
+        await super()._seek(partition, offset)
+        if partition in self.consumer.assigned():  # else the loop commits only
+            self._last_seek[partition] = (offset, False)
+
+
 class Member:
     """One worker incarnation: its own projector, loop and consumer over the
     shared stores; all of it lost when it crashes."""
@@ -153,9 +201,11 @@ class Member:
         self.consumer = SimFaustConsumer(
             sim.kafka, name, sim.rng, self.wire, max_delay=sim.knobs.max_delay
         )
-        self.loop = WorkerLoop(
+        self.loop = ObservedLoop(
             self.projector,
             self.consumer,
+            violations=sim.violations,
+            name=name,
             stall_after=sim.knobs.stall_after,
             clock=sim.clock,
             # Small sub-batches: each consumer batch is handed to the projector

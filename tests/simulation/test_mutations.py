@@ -6,15 +6,18 @@ within a bounded number of seeds, so that a passing simulation means something
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
+import streams.worker.bounds as bounds_module
+import streams.worker.loop as loop_module
 import streams.worker.projector as projector_module
 from streams.worker.intake import Intake
 from streams.worker.loop import WorkerLoop
-from streams.worker.projector import RawRecord
+from streams.worker.projector import Decision, RawRecord
 from tests.simulation.runner import WEIGHTS, Knobs, SimulationFailure, simulate
 from tests.workloads import workload_from_seed
 
@@ -165,3 +168,27 @@ def test_mutation_f_pipeline_commits_what_it_gathered_is_caught(
     monkeypatch.setattr(Intake, "__init__", init)
     seed, failure = first_failure()
     assert "docs/design.md 5.9" in failure, (seed, failure)
+
+
+@pytest.mark.parametrize("where", ["loop", "sub-batches"])
+def test_mutation_g_remnants_sought_again_are_caught(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """(g) A seek's remnants (records fetched before it landed, handed over
+    after it, past its target) are answered with the same seek again: the
+    loop never tells a remnant, or sub-batches lose the decision's reason by
+    which it does (the bug of f91b3c0). Each such seek refetches the range
+    behind what is still queued; the histories converge anyway, only late,
+    so what catches it is the simulation's watch on the loop's seeks."""
+    if where == "loop":
+        monkeypatch.setattr(WorkerLoop, "_remnant", lambda *_: False)
+    else:
+
+        async def reasonless(*args: Any) -> Decision:
+            decision = await original(*args)
+            return dataclasses.replace(decision, reason=None)
+
+        original = bounds_module.handle_bounded
+        monkeypatch.setattr(loop_module, "handle_bounded", reasonless)
+    seed, failure = first_failure()
+    assert "remnants taken for a new gap" in failure, (seed, failure)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, note, settings
@@ -33,15 +34,14 @@ PARTITIONS = int(os.environ.get("REDSTRING_SIM_PARTITIONS", "2"))
 STEPS = int(os.environ.get("REDSTRING_SIM_STEPS", "6"))
 #: Knobs for a soak of another shape, as "name=value,..." (integers), e.g.
 #: "max_members=3,max_batch=64": tests.simulation.runner.Knobs.
-KNOBS = Knobs(
-    **{
-        name.strip(): int(value)
-        for name, _, value in (
-            item.partition("=") for item in os.environ.get("REDSTRING_SIM_KNOBS", "").split(",")
-        )
-        if name.strip()
-    }
-)
+_OVERRIDES: dict[str, Any] = {
+    name.strip(): int(value)
+    for name, _, value in (
+        item.partition("=") for item in os.environ.get("REDSTRING_SIM_KNOBS", "").split(",")
+    )
+    if name.strip()
+}
+KNOBS = Knobs(**_OVERRIDES)
 PART = StreamPartition("events", 0, "sim-topic-id")
 
 

@@ -1,10 +1,11 @@
 """Generated many-tenant workloads (tests/workloads.py) through a real 3-partition
 topic, one real worker and both real stores (issue 14).
 
-Each case publishes a seeded workload of a few hundred tenants (extractions,
-chains of merges, refused cycle merges, unmerges, signed replay requests in
-the middle of histories, erasures, poison values of every kind, producer
-retries), with every record once or every record twice in a row:
+Each case publishes a seeded workload (``SHAPES``: a few hundred tenants, or
+a dozen with deep histories) of extractions, chains of merges, refused cycle
+merges, unmerges, signed replay requests in the middle of histories,
+erasures, poison values of every kind and producer retries, with every
+record once or every record twice in a row:
 
 - backlog: everything is published with a plain producer (keyed by tenant),
   then one worker is started, as in the issue's report;
@@ -66,12 +67,23 @@ RARE = int(os.environ.get("REDSTRING_WORKLOAD_RARE", "8"))
 #: A partition behind its log end whose position moves in neither store for
 #: this long has stalled.
 STALL = 45.0
+#: Workload shapes: "wide", many tenants of short histories; "deep", a dozen
+#: tenants of 20-30 steps, every one drawing replay requests and cycle-closing
+#: merges, so each partition is rescanned from its start several times with a
+#: backlog behind (the shape that found a seek's remnants sought again when a
+#: batch was cut into sub-batches; tests/unit/streams/test_loop.py).
+SHAPES: dict[str, dict[str, int]] = {
+    "wide": {"tenants": TENANTS, "min_steps": 4, "max_steps": 7, "rare_one_in": RARE},
+    "deep": {"tenants": 12, "min_steps": 20, "max_steps": 30, "rare_one_in": 1},
+}
 CASES = [
-    ("backlog", "none"),
-    ("backlog", "twice"),
-    ("live", "none"),
-    ("live", "twice"),
-    ("rebalance", "twice"),
+    ("backlog", "none", "wide"),
+    ("backlog", "twice", "wide"),
+    ("live", "none", "wide"),
+    ("live", "twice", "wide"),
+    ("rebalance", "twice", "wide"),
+    ("backlog", "twice", "deep"),
+    ("live", "twice", "deep"),
 ]
 
 
@@ -257,24 +269,25 @@ async def _publish_under_rebalances(
     return positions, [w3]
 
 
-@pytest.mark.parametrize(("mode", "duplication"), CASES, ids=[f"{m}-{d}" for m, d in CASES])
+@pytest.mark.parametrize(
+    ("mode", "duplication", "shape"),
+    CASES,
+    ids=[f"{m}-{d}" + ("" if s == "wide" else f"-{s}") for m, d, s in CASES],
+)
 async def test_generated_workload(
-    mode: str, duplication: str, deployment: Deployment, stores: Stores
+    mode: str, duplication: str, shape: str, deployment: Deployment, stores: Stores
 ) -> None:
     workload = workload_from_seed(
         SEED,
-        tenants=TENANTS,
         namespace=deployment.tenant_prefix,
         partitions=deployment.partitions,
-        min_steps=4,
-        max_steps=7,
         duplication=duplication,
-        rare_one_in=RARE,
+        **SHAPES[shape],
         control_key=CONTROL_KEY.encode(),
         topic_id=deployment.topic_id,
         signed_at=datetime.now(UTC),
     )
-    print(f"\n{mode}: {workload.summary()}")
+    print(f"\n{mode} ({shape}): {workload.summary()}")
     shapes = workload.features()
     thin = [
         name

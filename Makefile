@@ -79,7 +79,8 @@ soak: venv
 	REDSTRING_SIM_PARTITIONS=6 $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges
 	@# Deep: up to 4 tenants of up to 40 steps each on one partition, many
 	@# replays rescanning it, the shape that found sub-batches losing a seek's
-	@# reason (tests/unit/streams/test_loop.py, "sub-batches").
+	@# reason (tests/unit/streams/test_loop.py, "sub-batches"; make test runs
+	@# 60 fixed ones, test_deep_histories_quiesce_under_faults).
 	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_DEEP_SEEDS:-300} REDSTRING_SIM_TENANTS=4 \
 	REDSTRING_SIM_PARTITIONS=1 REDSTRING_SIM_STEPS=40 $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges
 

@@ -70,20 +70,37 @@ def test_a_seed_replays_exactly() -> None:
 
 
 def test_the_worker_loop_converges_under_faults() -> None:
+    converges(SEEDS, derandomize=not SOAK, tenants=TENANTS, partitions=PARTITIONS, steps=STEPS)
+
+
+def test_deep_histories_quiesce_under_faults() -> None:
+    """A few tenants of long histories on one partition: many replay requests,
+    each rescanning the partition while the rest waits behind (the shape that
+    found sub-batches losing a seek's reason). Fixed examples; ``make soak``
+    draws fresh ones of this shape."""
+    totals = converges(60, derandomize=True, tenants=4, partitions=1, steps=40)
+    assert totals["seek_replay"] > 0, dict(totals)
+
+
+def converges(
+    examples: int, *, derandomize: bool, tenants: int, partitions: int, steps: int
+) -> Counter[str]:
+    """Run the simulation over ``examples`` drawn workloads and seeds; what
+    it injected, summed."""
     totals: Counter[str] = Counter()
     longest = 0
     started = time.monotonic()
 
     @settings(
-        max_examples=SEEDS,
-        derandomize=not SOAK,
+        max_examples=examples,
+        derandomize=derandomize,
         database=None,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
     @given(
         workload=workloads(
-            min_tenants=1, max_tenants=TENANTS, partitions=PARTITIONS, max_steps=STEPS
+            min_tenants=1, max_tenants=tenants, partitions=partitions, max_steps=steps
         ),
         seed=st.integers(0, 2**32 - 1),
     )
@@ -119,3 +136,4 @@ def test_the_worker_loop_converges_under_faults() -> None:
         "read_ahead_cuts",
     ):
         assert totals[fault] > 0, f"the schedule never injected {fault}: {dict(totals)}"
+    return totals

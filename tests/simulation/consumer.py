@@ -6,7 +6,8 @@ issue 14:
   partitions, in chunks, into the chunk that ``_drain_messages`` iterates;
 - ``deliver`` is that iteration: each record passes Faust's read-offset filter
   (a delivered record raises the partition's read offset; a record below it is
-  dropped, "DROPPED MESSAGE ROFF") into the agent's queue;
+  dropped, "DROPPED MESSAGE ROFF") into the agent's queue, which is bounded
+  (``stream_buffer_maxsize``): while it is full, delivery and fetching wait;
 - a seek moves aiokafka's fetch position and sets the read offset to the target
   (None for 0) when it lands, which may be after a few more deliveries; records
   already fetched are still delivered after it (those at or past the target
@@ -58,12 +59,17 @@ class SimFaustConsumer:
         wire: FaultWire,
         *,
         max_delay: int = 4,
+        max_queue: int = 32,
     ) -> None:
         self.kafka = kafka
         self.member = member
         self.rng = rng
         self.wire = wire
         self.max_delay = max_delay
+        #: Faust's channel queue holds ``stream_buffer_maxsize`` records (the
+        #: worker sets it from REDSTRING_READ_AHEAD_BYTES, Settings.queue_records):
+        #: while it is full, ``_drain_messages`` waits, and so does the fetcher.
+        self.max_queue = max_queue
         self.generation = -1
         self._assigned: set[int] = set()
         self.flow_active = False
@@ -168,7 +174,7 @@ class SimFaustConsumer:
         """``_drain_messages``: up to ``most`` records of the chunk through the
         read-offset filter into the agent's queue."""
         count = 0
-        while self.chunk and count < most and self.flow_active:
+        while self.chunk and count < most and self.flow_active and len(self.queue) < self.max_queue:
             partition, record = self.chunk.popleft()
             count += 1
             if partition not in self._assigned:

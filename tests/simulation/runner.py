@@ -84,6 +84,9 @@ class Knobs:
     max_pending: int = 20
     max_chunk: int = 12
     max_delay: int = 4
+    #: The consumer's queue bound (Faust's stream_buffer_maxsize; the worker's
+    #: default is 32, Settings.queue_records).
+    max_queue: int = 32
     zombie_chance: float = 0.5
     #: Rounds the workers get to quiesce, at least; a history with replays
     #: gets more (``Simulation.quiesce_bound``), since each rescans its partition.
@@ -199,7 +202,12 @@ class Member:
             sleep=_no_sleep,
         )
         self.consumer = SimFaustConsumer(
-            sim.kafka, name, sim.rng, self.wire, max_delay=sim.knobs.max_delay
+            sim.kafka,
+            name,
+            sim.rng,
+            self.wire,
+            max_delay=sim.knobs.max_delay,
+            max_queue=sim.knobs.max_queue,
         )
         self.loop = ObservedLoop(
             self.projector,

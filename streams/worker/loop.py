@@ -265,6 +265,11 @@ class WorkerLoop:
                 # Revoked during the awaits above: not this worker's to report
                 # (nothing here would clear it once it is someone else's).
                 continue
+            if partition in self._in_hand:
+                # Handed a batch during the awaits above: it flows, and the
+                # batch decides any seek (a seek here too was a second one,
+                # found by the simulation's seek watch).
+                continue
             reason = (
                 f"handed no record for {self.stall_after:g}s while the stores need offsets "
                 f"{position}..{end - 1}: sought to {position} again"

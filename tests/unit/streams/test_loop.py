@@ -4,6 +4,7 @@ consumer that behaves like Kafka and Faust)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -324,3 +325,33 @@ async def test_remnants_do_not_hold_the_watchdog_off_a_lost_seek(stores: Any) ->
     await loop.check_stalls()
     assert consumer.seeks == [(0, 1), (0, 1)]
     assert not p.health.ready
+
+
+async def test_the_watchdog_leaves_a_partition_handed_a_batch_while_it_looked(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that arrives while the watchdog asks the stores where the
+    partition stands decides the partition's seeks itself: the watchdog
+    seeking too made a second seek to the same target (found by the
+    simulation's seek watch)."""
+    clock = Clock()
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0}, {0: 8})
+    loop = WorkerLoop(p, consumer, stall_after=10, clock=clock)
+    batch: list[asyncio.Task[None]] = []
+    asked = p.next_needed
+
+    async def batch_arrives(partition: int) -> int:
+        if not batch:  # the batch starts (the partition is in hand) meanwhile
+            batch.append(asyncio.ensure_future(loop.on_batch({0: [raw(0, doc("a", "x"))]})))
+            await asyncio.sleep(0)
+        return await asked(partition)
+
+    monkeypatch.setattr(p, "next_needed", batch_arrives)
+    await loop.check_stalls()  # the watchdog's first look: nothing heard yet
+    clock.now = 10
+    await loop.check_stalls()
+    await batch[0]
+    assert consumer.seeks == []
+    assert p.health.ready
+    assert max(c[0] for c in consumer.commits) == 1

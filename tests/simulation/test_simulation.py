@@ -22,7 +22,7 @@ from adapters.memory.graph import InMemoryGraphStore
 from adapters.memory.vector import InMemoryVectorStore
 from contracts.domain import StreamPartition
 from tests.simulation.faults import WorkerCrash
-from tests.simulation.runner import Knobs, simulate
+from tests.simulation.runner import WEIGHTS, Knobs, simulate
 from tests.workloads import Workload, workload_from_seed, workloads
 
 SOAK = "REDSTRING_SIM_SEEDS" in os.environ
@@ -33,15 +33,28 @@ PARTITIONS = int(os.environ.get("REDSTRING_SIM_PARTITIONS", "2"))
 #: Steps per tenant (at most): deeper histories give each tenant more merges to refuse.
 STEPS = int(os.environ.get("REDSTRING_SIM_STEPS", "6"))
 #: Knobs for a soak of another shape, as "name=value,..." (integers), e.g.
-#: "max_members=3,max_batch=64": tests.simulation.runner.Knobs.
-_OVERRIDES: dict[str, Any] = {
+#: "max_members=3,max_batch=64": tests.simulation.runner.Knobs. A name
+#: "w_<step>" sets that step's weight in the schedule (runner.WEIGHTS), e.g.
+#: "w_crash=6,w_rebalance=4" for a schedule of many more crashes.
+_OVERRIDES: dict[str, int] = {
     name.strip(): int(value)
     for name, _, value in (
         item.partition("=") for item in os.environ.get("REDSTRING_SIM_KNOBS", "").split(",")
     )
     if name.strip()
 }
-KNOBS = Knobs(**_OVERRIDES)
+
+
+def _knobs(overrides: dict[str, int]) -> Knobs:
+    weights = {k.removeprefix("w_"): v for k, v in overrides.items() if k.startswith("w_")}
+    unknown = set(weights) - set(WEIGHTS)
+    if unknown:
+        raise ValueError(f"REDSTRING_SIM_KNOBS: no step {sorted(unknown)}; steps: {list(WEIGHTS)}")
+    rest: dict[str, Any] = {k: v for k, v in overrides.items() if not k.startswith("w_")}
+    return Knobs(**rest, weights={**WEIGHTS, **weights})
+
+
+KNOBS = _knobs(_OVERRIDES)
 PART = StreamPartition("events", 0, "sim-topic-id")
 
 

@@ -117,6 +117,13 @@ class WorkerLoop:
         # refills the queue behind them faster than it drains (a stall found
         # by the simulation; tests/unit/streams/test_loop.py).
         self._sought: dict[int, int] = {}
+        # The offset this worker last committed for each partition since the
+        # group's last rebalance (a commit the group refused comes with one,
+        # and on_assigned starts again). The watchdog found every idle,
+        # caught-up partition and committed its position again on each pass:
+        # a round trip through the consumer's thread, behind its fetches, for
+        # nothing, and in the simulation a commit always in flight.
+        self._committed: dict[int, int] = {}
 
     async def on_assigned(self) -> None:
         """After a rebalance: commit and seek every assigned partition to the
@@ -131,8 +138,9 @@ class WorkerLoop:
         now = self._clock()
         for partition in offsets:
             self._heard[partition] = now
+        self._committed.clear()
         if offsets:
-            await self.consumer.commit(offsets)
+            await self._commit(offsets)
             for partition, offset in offsets.items():
                 if partition in self.consumer.assigned():  # not revoked meanwhile
                     await self.consumer.seek(partition, offset)
@@ -176,7 +184,7 @@ class WorkerLoop:
             if commits:
                 # One commit for the batch: each is a round trip through the
                 # consumer's thread, which waits behind its fetches.
-                await self.consumer.commit(commits)
+                await self._commit(commits)
         finally:
             for partition, _ in ordered:
                 self._in_hand.discard(partition)
@@ -213,7 +221,7 @@ class WorkerLoop:
     async def _seek(self, partition: int, offset: int) -> None:
         # The target is the stores' position, so committing it first keeps the
         # group's offset at or below it whatever the consumer does next.
-        await self.consumer.commit({partition: offset})
+        await self._commit({partition: offset})
         if partition not in self.consumer.assigned():
             # Revoked while the batch was in hand: the new owner reads from the
             # stores' position, and a seek of a partition not assigned raises
@@ -259,7 +267,7 @@ class WorkerLoop:
                     # Caught up, maybe by another worker (a zombie's late batch)
                     # while this one was handed nothing: commit the stores'
                     # position, or the group's offset would lag forever.
-                    await self.consumer.commit({partition: position})
+                    await self._commit({partition: position})
                 continue
             if partition not in self.consumer.assigned():
                 # Revoked during the awaits above: not this worker's to report
@@ -281,6 +289,16 @@ class WorkerLoop:
             )
             self.projector.metrics.seeks.labels(reason="stalled").inc()
             await self._seek(partition, position)
+
+    async def _commit(self, offsets: Mapping[int, int]) -> None:
+        """Commit the offsets this worker has not committed already since the
+        last rebalance, and remember them."""
+        wanted = {p: o for p, o in offsets.items() if self._committed.get(p) != o}
+        if not wanted:
+            return
+        await self.consumer.commit(wanted)
+        held = self.consumer.assigned()
+        self._committed.update({p: o for p, o in wanted.items() if p in held})
 
     async def check_skipped(self) -> None:
         """Resume each partition paused on a newer schema version whose stores

@@ -8,6 +8,7 @@ runs a fixed set (derandomized); ``make soak`` runs thousands of fresh ones
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import Counter
@@ -95,8 +96,26 @@ def test_deep_histories_quiesce_under_faults() -> None:
     assert totals["seek_replay"] > 0, dict(totals)
 
 
+def test_a_watchdog_passing_every_round_lets_the_loop_quiesce() -> None:
+    """A ``stall_after`` below the virtual second between the quiesce's
+    rounds, so the watchdog looks at every idle partition on every pass (and
+    ticks five times as often): it committed each idle, caught-up partition
+    again each time, so a commit was always in flight and the run never
+    quiesced (found by a soak at ``stall_after=1``, where a pass a round
+    apart fired only when the float sum of the ticks rounded up). Fixed
+    examples."""
+    knobs = dataclasses.replace(_knobs({**_OVERRIDES, "w_tick": 20}), stall_after=0.5)
+    converges(40, derandomize=True, tenants=12, partitions=3, steps=10, knobs=knobs)
+
+
 def converges(
-    examples: int, *, derandomize: bool, tenants: int, partitions: int, steps: int
+    examples: int,
+    *,
+    derandomize: bool,
+    tenants: int,
+    partitions: int,
+    steps: int,
+    knobs: Knobs = KNOBS,
 ) -> Counter[str]:
     """Run the simulation over ``examples`` drawn workloads and seeds; what
     it injected, summed."""
@@ -122,7 +141,7 @@ def converges(
         note(f"seed {seed}: {workload.summary()}")
         for record in workload.records:
             note(f"  p{record.partition}@{record.offset} {record.tenant} {record.kind}")
-        report = simulate(workload, seed, KNOBS)
+        report = simulate(workload, seed, knobs)
         longest = max(longest, len(workload.records))
         totals.update(report.faults)
         totals["runs"] += 1

@@ -114,6 +114,38 @@ async def test_an_idle_partition_behind_the_log_end_is_sought_and_reported(store
     assert consumer.seeks == [(0, 0)]
 
 
+async def test_an_idle_caught_up_partition_is_committed_once_per_rebalance(stores: Any) -> None:
+    """The watchdog commits the position of a partition another worker caught
+    up (a zombie's late batch), and only once: committing it again on every
+    pass was a round trip through the consumer's thread for nothing (and in
+    the simulation, with the watchdog's passes a round apart, a commit always
+    in flight, so the run never quiesced). After a rebalance the group may
+    have lost what was committed: it commits again."""
+    clock = Clock()
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0}, {0: 2})
+    loop = WorkerLoop(p, consumer, stall_after=1, clock=clock)
+    await loop.on_assigned()
+    assert consumer.commits == [{0: 0}]
+    await p.handle(0, [raw(0, doc("a", "x")), raw(1, doc("a", "y"))])  # the zombie
+    for now in (1, 2, 3, 4):
+        clock.now = now
+        await loop.check_stalls()
+    assert consumer.commits == [{0: 0}, {0: 2}] and consumer.seeks == [(0, 0)]
+    assert p.health.ready
+    await loop.on_assigned()
+    for now in (5, 6, 7):
+        clock.now = now
+        await loop.check_stalls()
+    assert consumer.commits == [{0: 0}, {0: 2}, {0: 2}]
+    # A batch's commit is remembered as well.
+    consumer.ends[0] = 3
+    await loop.on_batch({0: [raw(2, doc("b", "z"))]})
+    clock.now = 9
+    await loop.check_stalls()
+    assert consumer.commits[3:] == [{0: 3}]
+
+
 async def test_a_paused_partition_is_left_alone_by_the_watchdog(stores: Any) -> None:
     clock = Clock()
     p = projector(*stores, ListSink())

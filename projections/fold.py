@@ -347,6 +347,15 @@ class Fold(abc.ABC, Generic[U]):
                 raise
             raise _EventFault(exc) from exc
 
+    async def admits(self, partition: StreamPartition, offset: int, tenant: TenantId) -> bool:
+        """Whether this store would apply an event of ``tenant`` at ``offset``
+        now (before event-id deduplication), read outside a unit of work: a
+        record the store would step over whatever it holds (another tenant's,
+        met while a rebuild window rescans the log) need not be understood."""
+        admission = await Admission.load(self.store, partition)
+        verdict = await admission.decide(self.store, offset, tenant, is_control=False)
+        return verdict is Verdict.APPLY
+
     async def skip_refused(self, partition: StreamPartition, offset: int) -> None:
         """Advance past a refused event once it has been dead-lettered: call it
         right after the ``apply`` that reported it (which applied everything

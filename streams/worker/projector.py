@@ -42,6 +42,7 @@ from opentelemetry import trace
 from contracts.domain import RebuildMarker, StreamPartition
 from contracts.errors import SchemaVersionTooNewError, TransactionEndedError, is_transient
 from contracts.events import TenantReplayRequestedEvent
+from contracts.ids import TenantId
 from contracts.limits import DEFAULT_LIMITS, EventLimits
 from contracts.signing import ControlKeys
 from projections.batch import is_control
@@ -573,7 +574,14 @@ class Projector:
             try:
                 decoded = self._decode_one(partition, raw)
             except SchemaVersionTooNewError as exc:
-                return _Decoded(records, letters, pause=str(exc))
+                tenant = None if exc.tenant_id is None else TenantId(exc.tenant_id)
+                if await self._admitted_anywhere(partition, raw.offset, tenant):
+                    return _Decoded(records, letters, pause=str(exc))
+                # No store would apply it (a rebuild window rescanning the log
+                # for another tenant meets a record an operator skipped): it
+                # cannot hold the partition up, and it was judged before.
+                records.append(LogRecord(raw.offset, tenant, None))
+                continue
             records.append(decoded.record)
             reason = decoded.dead_letter_reason
             if reason is not None and raw.offset > max(
@@ -587,6 +595,18 @@ class Projector:
                 # now, or its dead letters would be written again on the rescan.
                 return _Decoded(records, letters, truncated=True)
         return _Decoded(records, letters)
+
+    async def _admitted_anywhere(
+        self, partition: int, offset: int, tenant: TenantId | None
+    ) -> bool:
+        """Whether any store would apply an event of ``tenant`` at ``offset``."""
+        if tenant is None:
+            return True  # whose it is unknown: the pause is the safe side
+        part = self.stream_partition(partition)
+        for fold in self.folds:
+            if await self._retry(partition, partial(fold.admits, part, offset, tenant)):
+                return True
+        return False
 
     def _decode_one(self, partition: int, raw: RawRecord) -> Decoded:
         return decode(

@@ -11,13 +11,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from contracts import signing
 from contracts.domain import StreamPartition
-from contracts.events import SCHEMA_VERSION, event_to_json
+from contracts.events import SCHEMA_VERSION, event_to_json, make_event
+from contracts.ids import EntityId, TenantId
 from projections.fold import Fold
 from streams.cli import main
 from streams.ops import skip as skip_procedure
 from streams.ops.skip import FetchedRecord, SkipRefused, check_skip, skip
-from streams.worker.projector import RawRecord
+from streams.worker.projector import Projector, RawRecord
 from tests.unit.streams.test_projector import KEY, ListSink, doc, projector, raw
 
 PART = StreamPartition("events", 0, "tid")
@@ -106,6 +108,63 @@ async def test_a_record_the_workers_do_not_pause_on_is_refused(
         await check_skip(folds, PART, 1, record, KEY)
     assert expected in str(refused.value)
     assert [await f.next_needed_offset(PART) for f in folds] == [1, 1]
+
+
+async def _skipped_then_replayed(
+    stores: Any, newer_tenant: str
+) -> tuple[Projector, ListSink, list[RawRecord]]:
+    """Partition 0: a's record, a newer record of ``newer_tenant`` (skipped by
+    an operator once the partition paused on it), a's record, a's replay
+    request, a's record. Returns the projector after the skip, its sink and the log."""
+    sink = ListSink()
+    p = projector(*stores, sink)
+    replay = signing.sign(
+        make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY, topic_id="tid"
+    )
+    newer = RawRecord(1, newer_tenant.encode(), newer_value(newer_tenant))
+    log = [raw(0, doc("a", "x")), newer, raw(2, doc("a", "y")), raw(3, replay)]
+    log.append(raw(4, doc("a", "z")))
+    assert (await p.handle(0, log)).pause is not None
+    record = FetchedRecord(1, newer.key, newer.value)
+    await skip(p.folds, sink, await check_skip(p.folds, PART, 1, record, KEY), "ops")
+    p.health.paused.clear()  # the watchdog's resume (WorkerLoop.check_skipped)
+    return p, sink, log
+
+
+async def test_a_replay_steps_over_another_tenants_skipped_newer_record(stores: Any) -> None:
+    """A's rebuild window rescans the partition from the log start and meets
+    b's newer record, which no store would apply (the window applies a's
+    events only, and the stores are past it): it must not pause the
+    partition again (every tenant on it waited for a second skip)."""
+    p, sink, log = await _skipped_then_replayed(stores, "b")
+    decision = await p.handle(0, log[2:])
+    assert decision.seek == 0 and decision.reason == "replay"
+    decision = await p.handle(0, log)
+    assert decision.pause is None and decision.commit == 5, decision
+    assert p.health.ready
+    graph = stores[0]
+    for entity in ("x", "y", "z"):
+        assert await graph.get_entity(TenantId("a"), EntityId(entity)) is not None
+    assert [letter.offset for letter in sink.letters] == [1]  # not dead-lettered again
+
+
+async def test_a_replay_of_the_tenant_pauses_again_on_its_own_newer_record(
+    stores: Any,
+) -> None:
+    """The rebuilt tenant's own newer record is one its window would apply:
+    the rebuild pauses on it, and an operator's second skip lets it finish
+    (a build that cannot read a tenant's event never drops it unasked)."""
+    p, sink, log = await _skipped_then_replayed(stores, "a")
+    assert (await p.handle(0, log[2:])).seek == 0
+    decision = await p.handle(0, log)
+    assert decision.pause is not None and "Upgrade the workers" in decision.pause
+    assert [await f.next_needed_offset(PART) for f in p.folds] == [1, 1]
+    record = FetchedRecord(1, b"a", newer_value("a"))
+    await skip(p.folds, sink, await check_skip(p.folds, PART, 1, record, KEY), "ops")
+    p.health.paused.clear()
+    decision = await p.handle(0, log[2:])
+    assert decision.pause is None and decision.commit == 5, decision
+    assert [letter.offset for letter in sink.letters] == [1, 1]
 
 
 class _Closing(ListSink):

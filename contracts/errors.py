@@ -98,12 +98,22 @@ class CheckpointRegressionError(RedstringError):
 class SchemaVersionTooNewError(RedstringError):
     """An event carries a schema_version newer than this build understands."""
 
-    def __init__(self, version: int, supported: int, *, tenant_id: str | None = None) -> None:
+    def __init__(
+        self,
+        version: int,
+        supported: int,
+        *,
+        tenant_id: str | None = None,
+        event_id: str | None = None,
+    ) -> None:
         self.version = version
         self.supported = supported
         #: The envelope's tenant, so that the caller can check it against the
         #: Kafka key before pausing (``streams.worker.decode``).
         self.tenant_id = tenant_id
+        #: The envelope's event id, so that ``redstring skip`` can tell a store
+        #: that skipped the record from one a newer build applied it to.
+        self.event_id = event_id
         super().__init__(
             f"event has schema_version {version}; this build understands up to "
             f"{supported}. Upgrade the workers to resume this partition."

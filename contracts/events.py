@@ -652,7 +652,9 @@ def parse_event_dict(data: object) -> Event:
                 f"schema_version {_quote(version)} is not {SCHEMA_VERSION}, and the envelope "
                 f"is not well formed (so this is no reason to pause): {_first_error(exc)}"
             ) from None
-        raise SchemaVersionTooNewError(version, SCHEMA_VERSION, tenant_id=future.tenant_id)
+        raise SchemaVersionTooNewError(
+            version, SCHEMA_VERSION, tenant_id=future.tenant_id, event_id=str(future.event_id)
+        )
     event_type = data.get("event_type")
     # A list or an object is unhashable: test the type first, or the lookup
     # raises TypeError instead of refusing the value (a stuck partition).

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from contracts.domain import StreamPartition
 from contracts.errors import SchemaVersionTooNewError
+from contracts.ids import EventId, TenantId
 from contracts.limits import DEFAULT_LIMITS, EventLimits
 from contracts.signing import ControlKeys
 from streams.kafka.config import librdkafka_config
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
     from projections.fold import Fold
     from streams.wiring import Stores
     from streams.worker.projector import DeadLetterSink
+
+
+#: The stores in the order ``open_folds`` gives their folds.
+STORE_NAMES = ("graph", "vector")
 
 
 class SkipRefused(Exception):
@@ -56,14 +61,21 @@ class Skippable:
     tenant: str
     version: int
     supported: int
+    event_id: str | None = None
+    #: Stores already past the record: an earlier skip stopped between the stores.
+    skipped_by: tuple[str, ...] = ()
 
     def describe(self) -> str:
         size = len(self.record.value or b"")
-        return (
+        text = (
             f"{self.partition.topic}[{self.partition.partition}]@{self.record.offset}: "
             f"{self.event_type} of tenant {self.tenant}, schema_version {self.version} "
             f"(this build understands up to {self.supported}), {size} bytes"
         )
+        if self.skipped_by:
+            stores = " and ".join(self.skipped_by)
+            text += f"; the {stores} store skipped it already (an earlier skip stopped midway)"
+        return text
 
     def reason(self, who: str) -> str:
         return (
@@ -101,9 +113,13 @@ async def check_skip(
     where = f"{partition.topic}[{partition.partition}]"
     needed = await positions(folds, partition)
     stated = ", ".join(
-        f"{name} store needs {n}" for name, n in zip(("graph", "vector"), needed, strict=False)
+        f"{name} store needs {n}" for name, n in zip(STORE_NAMES, needed, strict=False)
     )
-    if any(n != offset for n in needed):
+    # A skip interrupted between the stores (or one store's move failed)
+    # leaves one past the record and one at it; nothing else moves them apart
+    # while the partition is paused, so the skip may be finished.
+    finishing = offset in needed and min(needed) == offset and max(needed) > offset
+    if any(n != offset for n in needed) and not finishing:
         if all(n > offset for n in needed):
             advice = (
                 f"both stores are past {offset} already: nothing to skip (a worker applied "
@@ -136,14 +152,19 @@ async def check_skip(
             limits=limits,
         )
     except SchemaVersionTooNewError as exc:
-        return Skippable(
+        skippable = Skippable(
             partition,
             record,
             _event_type(record.value),
             exc.tenant_id or "(none)",
             exc.version,
             exc.supported,
+            exc.event_id,
+            tuple(name for name, n in zip(STORE_NAMES, needed, strict=False) if n > offset),
         )
+        if finishing:
+            await _check_not_applied(folds, needed, skippable, where)
+        return skippable
     if decoded.dead_letter_reason is not None:
         what = f"a value the workers dead-letter themselves ({decoded.dead_letter_reason})"
     else:
@@ -156,6 +177,25 @@ async def check_skip(
         "partition is paused on it, this command is older than the workers: run the "
         "workers' version."
     )
+
+
+async def _check_not_applied(
+    folds: Sequence[Fold[Any]], needed: Sequence[int], skippable: Skippable, where: str
+) -> None:
+    """Refuse to finish a skip if a store past the record applied its event
+    (a worker of a newer build did, within the applied-event retention):
+    skipping it in the other store would split them."""
+    offset = skippable.record.offset
+    for name, fold, position in zip(STORE_NAMES, folds, needed, strict=False):
+        if position <= offset or skippable.event_id is None:
+            continue
+        tenant, event = TenantId(skippable.tenant), EventId(skippable.event_id)
+        if await fold.store.applied_event_ids(tenant, [event]):
+            raise SkipRefused(
+                f"{where}@{offset}: the {name} store applied this event (a worker of a newer "
+                "build did), and the other store still needs it: upgrade the workers instead; "
+                "skipping it now would leave the stores different."
+            )
 
 
 async def skip(

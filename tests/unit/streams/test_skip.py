@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 from contracts import signing
 from contracts.domain import StreamPartition
 from contracts.events import SCHEMA_VERSION, event_to_json, make_event
-from contracts.ids import EntityId, TenantId
+from contracts.ids import EntityId, EventId, TenantId
 from projections.fold import Fold
 from streams.cli import main
 from streams.ops import skip as skip_procedure
@@ -82,11 +83,44 @@ async def test_an_offset_other_than_the_stores_position_is_refused(
 
 
 async def test_stores_at_different_positions_are_refused(stores: Any) -> None:
+    """A store behind the offset named: not the record a paused partition waits on."""
+    folds = await paused_at_1(stores)
+    await folds[0].skip_refused(PART, 1)  # the graph store alone is past 1
+    with pytest.raises(SkipRefused, match="graph store needs 2, vector store needs 1") as refused:
+        await check_skip(folds, PART, 2, FetchedRecord(2, b"a", newer_value()), KEY)
+    assert "different positions" in str(refused.value)
+
+
+async def test_a_skip_stopped_between_the_stores_is_finished_by_running_it_again(
+    stores: Any,
+) -> None:
+    """The command was interrupted after the dead letter and the graph
+    store's move (or the vector store failed): the partition stays paused,
+    since the vector store needs the record, and running the command again
+    must finish the skip, as docs/operations.md says, not refuse it."""
     folds = await paused_at_1(stores)
     await folds[0].skip_refused(PART, 1)  # the graph store alone is past it
-    with pytest.raises(SkipRefused, match="graph store needs 2, vector store needs 1") as refused:
-        await check_skip(folds, PART, 1, FetchedRecord(1, b"a", newer_value()), KEY)
-    assert "different positions" in str(refused.value)
+    record = FetchedRecord(1, b"a", newer_value())
+    skippable = await check_skip(folds, PART, 1, record, KEY)
+    assert "the graph store skipped it already" in skippable.describe()
+    assert await skip(folds, ListSink(), skippable, "ops") == [2, 2]
+
+
+async def test_a_store_that_applied_the_newer_event_is_not_skipped_in_the_other(
+    stores: Any,
+) -> None:
+    """A worker of a newer build applied the record to the graph store and
+    stopped before the vector store: skipping it there would split them."""
+    folds = await paused_at_1(stores)
+    value = newer_value()
+    event_id = EventId(json.loads(value)["event_id"])
+    async with folds[0].store.unit_of_work(PART) as uow:
+        await uow.record_applied_events(TenantId("a"), [event_id], datetime.now(UTC))
+        await uow.advance_checkpoint(PART, 1)
+    with pytest.raises(SkipRefused, match="the graph store applied this event") as refused:
+        await check_skip(folds, PART, 1, FetchedRecord(1, b"a", value), KEY)
+    assert "upgrade the workers" in str(refused.value)
+    assert [await f.next_needed_offset(PART) for f in folds] == [2, 1]
 
 
 @pytest.mark.parametrize(

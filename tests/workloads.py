@@ -47,6 +47,7 @@ from hypothesis import strategies as st
 from contracts import signing
 from contracts.events import (
     DOCUMENT_EXTRACTED,
+    SCHEMA_VERSION,
     TENANT_ERASED,
     TENANT_REPLAY_REQUESTED,
     Event,
@@ -64,6 +65,10 @@ T = TypeVar("T")
 
 DUPLICATIONS = ("none", "twice", "random")
 POISONS = ("bad_json", "unknown_type", "bad_property", "unsigned_control", "bad_signature")
+#: A well-formed envelope of a newer schema_version: it pauses its partition
+#: until an operator skips it (``redstring skip``), so only workloads whose
+#: runner plays that operator draw it (``newer_versions``).
+NEWER_VERSION = "newer_version"
 POOL = generators.POOL
 #: Steps of one tenant's history, weighted by repetition. The first is what
 #: hypothesis shrinks toward.
@@ -265,12 +270,14 @@ class _TenantHistory:
         control_key: bytes,
         topic_id: str,
         signed_at: datetime | None,
+        newer_versions: bool = False,
     ) -> None:
         self.c = chooser
         self.tenant = tenant
         self.control_key = control_key
         self.topic_id = topic_id
         self.signed_at = signed_at
+        self.poisons = (*POISONS, NEWER_VERSION) if newer_versions else POISONS
         self.log = LogBuilder(tenant)
         self.oracle = Oracle()
         self.steps: list[_Step] = []
@@ -412,7 +419,7 @@ class _TenantHistory:
         self._feed()
 
     def _poison(self, _aliases: dict[str, str]) -> None:
-        kind = self.c.choice(POISONS)
+        kind = self.c.choice(self.poisons)
         self.log.poison(self.tenant)
         self.emit(f"poison:{kind}", None, self._poison_value(kind))
 
@@ -435,6 +442,8 @@ class _TenantHistory:
         )
         if kind == "unknown_type":
             data["event_type"] = "DocumentDeleted"
+        elif kind == NEWER_VERSION:
+            data["schema_version"] = SCHEMA_VERSION + 1
         else:  # bad_property: nested maps are not property values
             data["payload"]["entities"] = [
                 {"id": "a", "name": "A", "type": "Person", "properties": {"nested": {"k": 1}}}
@@ -458,6 +467,7 @@ def build_workload(
     control_key: bytes = CONTROL_KEY,
     topic_id: str = TOPIC_ID,
     signed_at: datetime | None = None,
+    newer_versions: bool = False,
 ) -> Workload:
     """A workload of ``tenants`` tenants with ``min_steps..max_steps`` steps each
     (a step writes one record; duplication adds copies). ``duplication``: one of
@@ -467,12 +477,14 @@ def build_workload(
     with ``control_key`` (the workers' ``REDSTRING_CONTROL_KEY``) for the topic
     whose Kafka topic id is ``topic_id``, with ``occurred_at`` set to
     ``signed_at`` when given (workers refuse a control event older than
-    REDSTRING_CONTROL_MAX_AGE_S when published: give the time of publication)."""
+    REDSTRING_CONTROL_MAX_AGE_S when published: give the time of publication).
+    ``newer_versions``: poisons include records of a newer schema version,
+    which pause their partition until an operator skips them."""
     assert tenants >= 1 and 1 <= min_steps <= max_steps and rare_one_in >= 1
     names = [f"{namespace}t{i:03d}" for i in range(tenants)]
     queues: list[list[_Step]] = []
     for name in names:
-        history = _TenantHistory(chooser, name, control_key, topic_id, signed_at)
+        history = _TenantHistory(chooser, name, control_key, topic_id, signed_at, newer_versions)
         ops = OPS if chooser.integer(1, rare_one_in) == 1 else _COMMON_OPS
         history.step("extract")  # something to merge, whatever else is drawn
         for _ in range(chooser.integer(min_steps, max_steps) - 1):

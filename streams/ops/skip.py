@@ -164,6 +164,13 @@ async def check_skip(
         )
         if finishing:
             await _check_not_applied(folds, needed, skippable, where)
+        tenant = TenantId(skippable.tenant)
+        if not [f for f in folds if await f.admits(partition, offset, tenant)]:
+            raise SkipRefused(
+                f"{where}@{offset}: no store would apply this record now (a rebuild window "
+                "of another tenant is passing over it): the workers step over it without "
+                "pausing, so there is nothing to skip."
+            ) from None
         return skippable
     if decoded.dead_letter_reason is not None:
         what = f"a value the workers dead-letter themselves ({decoded.dead_letter_reason})"

@@ -208,9 +208,10 @@ class WorkerLoop:
         if decision.pause is not None:
             self.consumer.pause(partition)
             if is_schema_pause(decision.pause):
-                # Asked, not remembered: the record that paused is the first
-                # one the stores still need.
-                self.paused_at[partition] = await self.projector.next_needed(partition)
+                at = decision.paused_at
+                if at is None:  # the record that paused is the first one the stores need
+                    at = await self.projector.next_needed(partition)
+                self.paused_at[partition] = at
         elif decision.seek is not None:
             await self._seek(partition, decision.seek)
             log.info("sought back", extra={"partition": partition, "offset": decision.seek})

@@ -126,6 +126,12 @@ class Decision:
     seek: int | None = None  # seek back (and commit) to this offset
     pause: str | None = None  # stop consuming the partition, and why
     applied: int = 0
+    #: The offset of the record of a newer schema version that paused the
+    #: partition: once the stores are past it (``redstring skip``), the loop
+    #: resumes the partition. Known here, not asked afterwards: an operator's
+    #: skip can land between the pause and the question, and the partition
+    #: then looked paused on the record after the one skipped, for good.
+    paused_at: int | None = None
     #: Why a seek (the ``redstring_seeks_total`` reason) or why nothing: for
     #: traces, and for the loop, which drops a seek's remnants ("ahead" to
     #: the target it sought) by it. Whatever combines decisions keeps it.
@@ -277,13 +283,15 @@ class _Selected:
 @dataclass(frozen=True, slots=True)
 class _Decoded:
     """The records decoded, and the dead letters of the values that are not
-    events. ``pause``: a newer schema version stopped the decoding before it;
-    ``truncated``: a replay request not judged yet ended it."""
+    events. ``pause``: a newer schema version stopped the decoding before it,
+    at offset ``paused_at``; ``truncated``: a replay request not judged yet
+    ended it."""
 
     records: list[LogRecord]
     letters: list[DeadLetter]
     pause: str | None = None
     truncated: bool = False
+    paused_at: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,7 +584,7 @@ class Projector:
             except SchemaVersionTooNewError as exc:
                 tenant = None if exc.tenant_id is None else TenantId(exc.tenant_id)
                 if await self._admitted_anywhere(partition, raw.offset, tenant):
-                    return _Decoded(records, letters, pause=str(exc))
+                    return _Decoded(records, letters, pause=str(exc), paused_at=raw.offset)
                 # No store would apply it (a rebuild window rescanning the log
                 # for another tenant meets a record an operator skipped): it
                 # cannot hold the partition up, and it was judged before.
@@ -734,7 +742,8 @@ class Projector:
         if pause is not None:
             self.health.paused[partition] = pause
             log.error("pausing partition", extra={"partition": partition, "reason": pause})
-            return Decision(pause=pause, applied=applied.applied)
+            at = decoded.paused_at if applied.pause is None else None
+            return Decision(pause=pause, applied=applied.applied, paused_at=at)
         after = applied.after
         if after is None:
             after = await self.next_needed(partition)

@@ -31,6 +31,7 @@ from contracts.domain import StreamPartition
 from projections.admission import next_needed_offset
 from projections.graph import GraphProjection
 from projections.vector import VectorProjection
+from streams.ops.skip import FetchedRecord, SkipRefused, check_skip, skip
 from streams.worker.bounds import BatchBounds, InFlight, ReadAhead, batch_values_size
 from streams.worker.intake import Intake, IntakeStopped
 from streams.worker.loop import WorkerLoop
@@ -66,6 +67,7 @@ WEIGHTS: Mapping[str, int] = {
     "duplicate": 2,
     "lose_seek": 1,
     "lose_record": 1,
+    "skip": 2,
 }
 
 
@@ -310,6 +312,14 @@ class Simulation:
         self.report = Report(seed, len(workload.records))
         count = 1 + self.rng.randrange(self.knobs.max_members)
         self.members = [Member(self, f"w{i}") for i in range(count)]
+        #: The operator's `redstring skip` over the shared stores, when one runs.
+        self.operator: asyncio.Task[None] | None = None
+        #: (partition, offset) of each record the operator's skip finished.
+        self.skipped: set[tuple[int, int]] = set()
+        self.operator_folds = [
+            GraphProjection(self.graph, embedding_dimension=DIMENSION),
+            VectorProjection(self.vector, self.embedder),
+        ]
 
     def clock(self) -> float:
         return self.now
@@ -420,6 +430,10 @@ class Simulation:
                         raise self.fail(f"{member.name}'s task raised {exc!r}") from exc
             if member.wire.dead:
                 await self.restart(member)
+        if self.operator is not None and self.operator.done() and not self.operator.cancelled():
+            exc = self.operator.exception()
+            if exc is not None:
+                raise self.fail(f"the operator's skip raised {exc!r}") from exc
         if self.violations:
             raise self.fail(self.violations[0])
 
@@ -446,6 +460,58 @@ class Simulation:
             self.report.faults["gathered_while_applying"] += 1
         if batch:
             member.feeding = asyncio.ensure_future(member.feed(batch, self.report))
+
+    def operate(self, *, interrupted: bool = False) -> None:
+        """An operator runs ``redstring skip`` (streams.ops.skip) on every
+        partition at its stores' position, beside the workers and whatever
+        they hold: its checks must refuse every record but one a worker
+        pauses on. ``interrupted``: the command stops after the dead letter and
+        the graph store's move (a second run must finish it)."""
+        if self.operator is None or self.operator.done():
+            self.operator = asyncio.ensure_future(self._skip_all(interrupted))
+
+    async def _skip_all(self, interrupted: bool) -> None:
+        folds = self.operator_folds
+        for partition in range(self.workload.partitions):
+            part = StreamPartition(TOPIC, partition, TOPIC_ID)
+            offset = min(await self.positions(partition))
+            log = self.kafka.read(partition, offset, 1)
+            record = FetchedRecord(log[0].offset, log[0].key, log[0].value) if log else None
+            try:
+                skippable = await check_skip(folds, part, offset, record, self.workload.control_key)
+            except SkipRefused:
+                continue
+            windowed = await self._in_own_window(part, offset, skippable.tenant)
+            await skip(folds[:1] if interrupted else folds, self.dead_letters, skippable, "sim")
+            self.report.faults[
+                "operator_skips_interrupted" if interrupted else "operator_skips"
+            ] += 1
+            if not interrupted:
+                self._check_skipped_once(part, offset, skippable.tenant, windowed)
+
+    async def _in_own_window(self, part: StreamPartition, offset: int, tenant: str) -> bool:
+        """Whether a store's rebuild window of ``tenant`` covers ``offset``."""
+        for store in (self.graph, self.vector):
+            for m in await store.rebuild_markers(part):
+                if m.tenant_id == tenant and m.applied_through < offset < m.end_offset:
+                    return True
+        return False
+
+    def _check_skipped_once(
+        self, part: StreamPartition, offset: int, tenant: str, windowed: bool
+    ) -> None:
+        """A skipped record pauses its partition again only inside its own
+        tenant's rebuild window (docs/operations.md, "A replay after a
+        skip"): another tenant's window steps over it. ``windowed``: one
+        covered it when the operator looked."""
+        key = (part.partition, offset)
+        if key in self.skipped:
+            if not windowed:
+                self.violations.append(
+                    f"partition {part.partition} paused again on offset {offset} ({tenant}), "
+                    "which an operator skipped before, outside any rebuild window of its tenant"
+                )
+        self.skipped.add(key)
 
     def tick(self, seconds: float) -> None:
         self.now += seconds
@@ -485,6 +551,8 @@ class Simulation:
             member.consumer.lose_next_seek = True
         elif kind == "lose_record":
             member.consumer.lose_next_record = True
+        elif kind == "skip":
+            self.operate(interrupted=rng.random() < 0.25)
         for other in self.members:
             if other.next_assignment is not None and self.step >= other.learns_at:
                 self.learn(other)
@@ -516,6 +584,10 @@ class Simulation:
         self.publish(len(self.workload.records))
         for rounds in range(self.quiesce_bound()):
             self.step += 1
+            if self.operator is not None:
+                await asyncio.gather(self.operator, return_exceptions=True)
+            # Sometimes stopped midway: the next round's run must finish it.
+            self.operate(interrupted=self.rng.random() < 0.2)
             for member in self.members:
                 if member.recovery is not None:
                     await asyncio.gather(member.recovery, return_exceptions=True)
@@ -569,6 +641,8 @@ class Simulation:
     async def quiet(self) -> bool:
         if any(m.busy() or not m.consumer.idle() for m in self.members):
             return False
+        if self.operator is not None and not self.operator.done():
+            return False
         for partition in range(self.workload.partitions):
             end = self.kafka.high_watermark(partition)
             if await self.positions(partition) != (end, end):
@@ -592,7 +666,8 @@ class Simulation:
             lines.append(
                 f"  {member.name}: assigned {sorted(c.assigned())}, positions {c.position}, "
                 f"read offsets {c.read_offset}, queued {len(c.queue)}, chunk {len(c.chunk)}, "
-                f"health {member.projector.health.reasons()}, read-ahead held "
+                f"health {member.projector.health.reasons()}, paused at "
+                f"{member.loop.paused_at}, consumer paused {sorted(c.paused)}, read-ahead held "
                 f"{member.read_ahead.held} of {member.read_ahead.max_bytes} bytes, "
                 f"intake pending {member.intake.pending}"
             )

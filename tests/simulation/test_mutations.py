@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+import streams.ops.skip as skip_module
 import streams.worker.bounds as bounds_module
 import streams.worker.loop as loop_module
 import streams.worker.projector as projector_module
+import tests.simulation.runner as runner_module
 from streams.worker.intake import Intake
 from streams.worker.loop import WorkerLoop
 from streams.worker.projector import Decision, RawRecord
@@ -27,9 +29,15 @@ from tests.workloads import workload_from_seed
 SEEDS = 100
 
 
-def first_failure(knobs: Knobs | None = None) -> tuple[int, str]:
+#: Histories whose records of a newer schema version an operator skips, with
+#: replays of other tenants rescanning past them (one partition).
+PAUSES = {"tenants": 4, "partitions": 1, "max_steps": 20, "newer_versions": True}
+
+
+def first_failure(knobs: Knobs | None = None, **shape: Any) -> tuple[int, str]:
+    shape = shape or {"tenants": 4, "partitions": 2, "max_steps": 6}
     for seed in range(SEEDS):
-        workload = workload_from_seed(seed, tenants=4, partitions=2, max_steps=6)
+        workload = workload_from_seed(seed, **shape)
         try:
             simulate(workload, seed, knobs)
         except SimulationFailure as failure:
@@ -40,6 +48,7 @@ def first_failure(knobs: Knobs | None = None) -> tuple[int, str]:
 def test_the_mutation_seeds_pass_unmutated() -> None:
     for seed in range(SEEDS):
         simulate(workload_from_seed(seed, tenants=4, partitions=2, max_steps=6), seed)
+        simulate(workload_from_seed(seed, **PAUSES), seed)
 
 
 def test_mutation_a_batch_not_cut_at_a_hole_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,3 +201,53 @@ def test_mutation_g_remnants_sought_again_are_caught(
         monkeypatch.setattr(loop_module, "handle_bounded", reasonless)
     seed, failure = first_failure()
     assert "remnants taken for a new gap" in failure, (seed, failure)
+
+
+def test_mutation_h_a_rescan_pausing_on_every_newer_record_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(h) A rebuild window pauses on another tenant's newer record that an
+    operator skipped before (the bug of 5894a53): every tenant on the
+    partition waits for a second skip after each replay."""
+
+    async def always(*_: Any) -> bool:
+        return True
+
+    monkeypatch.setattr(projector_module.Projector, "_admitted_anywhere", always)
+    seed, failure = first_failure(**PAUSES)
+    # Paused again, and for good where the operator's command sees that no
+    # store would apply the record (it refuses to skip it a second time).
+    assert "paused again on offset" in failure or "no quiescence" in failure, (seed, failure)
+
+
+def test_mutation_i_the_paused_offset_asked_after_the_pause_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(i) The loop asks the stores which record paused the partition after
+    the pause: a skip landing in between makes it the record after, and
+    the partition is never resumed."""
+    original = projector_module.Projector._decide
+
+    async def forgetful(*args: Any) -> Decision:
+        return dataclasses.replace(await original(*args), paused_at=None)
+
+    monkeypatch.setattr(projector_module.Projector, "_decide", forgetful)
+    seed, failure = first_failure(**PAUSES)
+    assert "no quiescence" in failure or "not ready" in failure, (seed, failure)
+
+
+def test_mutation_j_a_skip_stopped_midway_refused_again_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """(j) ``redstring skip`` refuses while the stores are apart, so a skip
+    stopped between them can never be finished (the bug of 8b60144)."""
+    original = runner_module.check_skip
+
+    async def strict(folds: Any, partition: Any, offset: int, *args: Any) -> Any:
+        if len(set(await skip_module.positions(folds, partition))) > 1:
+            raise skip_module.SkipRefused("the stores are at different positions")
+        return await original(folds, partition, offset, *args)
+
+    monkeypatch.setattr(runner_module, "check_skip", strict)
+    seed, failure = first_failure(**PAUSES)
+    assert "no quiescence" in failure or "not ready" in failure, (seed, failure)

@@ -105,7 +105,15 @@ def test_a_watchdog_passing_every_round_lets_the_loop_quiesce() -> None:
     apart fired only when the float sum of the ticks rounded up). Fixed
     examples."""
     knobs = dataclasses.replace(_knobs({**_OVERRIDES, "w_tick": 20}), stall_after=0.5)
-    converges(40, derandomize=True, tenants=12, partitions=3, steps=10, knobs=knobs)
+    converges(
+        40,
+        derandomize=True,
+        tenants=12,
+        partitions=3,
+        steps=10,
+        knobs=knobs,
+        may_miss=("operator_skips_interrupted",),  # 40 runs draw too few pauses
+    )
 
 
 def converges(
@@ -116,9 +124,11 @@ def converges(
     partitions: int,
     steps: int,
     knobs: Knobs = KNOBS,
+    may_miss: tuple[str, ...] = (),
 ) -> Counter[str]:
     """Run the simulation over ``examples`` drawn workloads and seeds; what
-    it injected, summed."""
+    it injected, summed (every fault of the schedule at least once, but
+    those in ``may_miss``)."""
     totals: Counter[str] = Counter()
     longest = 0
     started = time.monotonic()
@@ -132,7 +142,11 @@ def converges(
     )
     @given(
         workload=workloads(
-            min_tenants=1, max_tenants=tenants, partitions=partitions, max_steps=steps
+            min_tenants=1,
+            max_tenants=tenants,
+            partitions=partitions,
+            max_steps=steps,
+            newer_versions=True,
         ),
         seed=st.integers(0, 2**32 - 1),
     )
@@ -145,6 +159,7 @@ def converges(
         longest = max(longest, len(workload.records))
         totals.update(report.faults)
         totals["runs"] += 1
+        totals["newer_records"] += sum(r.kind == "poison:newer_version" for r in workload.records)
         event(f"duplication {workload.duplication}")
         event("crashed" if report.faults["crashes"] else "no crash")
         event("zombie" if report.faults["zombies"] else "no zombie")
@@ -166,6 +181,10 @@ def converges(
         "ended_transactions",
         "gathered_while_applying",
         "read_ahead_cuts",
+        "operator_skips",
+        "operator_skips_interrupted",
+        "seek_resumed",
     ):
-        assert totals[fault] > 0, f"the schedule never injected {fault}: {dict(totals)}"
+        if fault not in may_miss:
+            assert totals[fault] > 0, f"the schedule never injected {fault}: {dict(totals)}"
     return totals

@@ -202,6 +202,29 @@ async def test_a_skipped_pause_is_resumed_and_sought_to_the_stores_position(
     assert consumer.commits[-1] == {0: 4}
 
 
+async def test_a_skip_landing_while_the_pause_is_handled_is_still_resumed(
+    stores: Any,
+) -> None:
+    """The operator's skip can land between the projector's pause and the
+    loop's handling of it (found by the simulation's operator). The loop then
+    asked the stores for the paused record's offset, got the one after the
+    skipped record, and the watchdog never saw the stores move past it: the
+    partition stayed paused for good, /readyz saying so."""
+    clock = Clock()
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0}, {0: 3})
+    loop = WorkerLoop(p, consumer, stall_after=1, clock=clock)
+    decision = await p.handle(0, [raw(0, doc("a", "x")), newer(1), raw(2, doc("a", "y"))])
+    assert decision.pause is not None and decision.paused_at == 1
+    for fold in p.folds:  # the skip lands now
+        await fold.skip_refused(StreamPartition("events", 0, "tid"), 1)
+    await loop._act(0, decision)
+    assert consumer.paused == [0] and loop.paused_at == {0: 1}
+    clock.now = 1.5
+    await loop.check_stalls()
+    assert consumer.resumed == [0] and consumer.seeks == [(0, 2)] and p.health.ready
+
+
 async def test_a_corrupt_store_pause_is_not_resumed_by_the_watchdog(stores: Any) -> None:
     """Only a newer schema version's pause is recorded for resuming: a corrupt
     store needs an operator and a restart (docs/operations.md)."""

@@ -182,6 +182,20 @@ async def test_a_replay_steps_over_another_tenants_skipped_newer_record(stores: 
     assert [letter.offset for letter in sink.letters] == [1]  # not dead-lettered again
 
 
+async def test_a_record_no_store_would_apply_is_not_skipped(stores: Any) -> None:
+    """A's rebuild window has reached b's skipped newer record: the stores
+    need its offset, but the workers step over it, so the command refuses
+    (it would dead-letter it a second time for nothing)."""
+    p, sink, log = await _skipped_then_replayed(stores, "b")
+    assert (await p.handle(0, log[2:])).seek == 0
+    await p.handle(0, log[:1])
+    assert [await f.next_needed_offset(PART) for f in p.folds] == [1, 1]
+    record = FetchedRecord(1, b"b", newer_value("b"))
+    with pytest.raises(SkipRefused, match="no store would apply this record now"):
+        await check_skip(p.folds, PART, 1, record, KEY)
+    assert [letter.offset for letter in sink.letters] == [1]
+
+
 async def test_a_replay_of_the_tenant_pauses_again_on_its_own_newer_record(
     stores: Any,
 ) -> None:

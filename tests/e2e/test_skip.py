@@ -133,3 +133,49 @@ async def test_a_paused_partition_is_skipped_and_resumed_without_a_restart(
     assert worker.running
     resumed = worker.metrics().get('redstring_seeks_total{reason="resumed"}')
     assert resumed == 1.0, resumed
+
+
+async def test_a_replay_of_another_tenant_passes_the_skipped_record(
+    deployment: Deployment, stores: Stores
+) -> None:
+    """A replay of tenant a rescans its partition from the log start and meets
+    b's skipped record again: no store would apply it, so the partition does
+    not pause a second time (docs/operations.md, "A replay after a skip"); the
+    replay completes, and the record is dead-lettered once."""
+    a = deployment.tenant("rs-a")
+    partition = partition_for(a, deployment.partitions)
+    b = next(
+        name
+        for name in (deployment.tenant(f"rs-b{i}") for i in range(1000))
+        if partition_for(name, deployment.partitions) == partition
+    )
+    positions = await publish_raw(
+        deployment,
+        [
+            (a.encode(), event_to_json(doc(a, "x"))),
+            (b.encode(), newer_version(b, "newer")),
+            (a.encode(), event_to_json(doc(a, "y"))),
+        ],
+    )
+    paused_offset = positions[1][1]
+    worker = deployment.worker("w1", REDSTRING_STALL_AFTER_S="3").start()
+    await wait_paused(worker, partition)
+    code, out = await deployment.cli(
+        "skip", "--partition", str(partition), "--offset", str(paused_offset), "--yes"
+    )
+    assert code == 0, out
+    await asyncio.to_thread(worker.wait_ready, 60)
+    await deployment.caught_up(stores, workers={"w1": worker}, within=60)
+
+    code, out = await asyncio.wait_for(deployment.cli("replay", "--tenant", a, "--yes"), 120)
+    assert code == 0 and f"rebuilt {a}" in out, out
+    await deployment.caught_up(stores, workers={"w1": worker}, within=60)
+    status, reasons = await asyncio.to_thread(readyz, worker)
+    assert (status, reasons) == (200, []), reasons
+    for entity in ("x", "y"):
+        assert await stores.graph.get_entity(TenantId(a), EntityId(entity)) is not None
+        assert await stores.vector.get(TenantId(a), EntityId(entity)) is not None
+    letters = read_letters(deployment.settings)
+    assert [(lt.source_partition, lt.source_offset) for lt in letters] == [
+        (partition, paused_offset)
+    ]

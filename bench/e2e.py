@@ -91,6 +91,18 @@ GROWTH_STEPS = 20
 CHUNK = 2000  # the ceiling's events per write: fewer, larger statements per tenant
 CONTROL_KEY = "bench-control-key"
 READY_LINE = "committed the stores' positions"
+#: every label whose nodes carry a tenant_id: the workers', the peer's, the ceiling's
+TENANT_LABELS = (
+    "Entity",
+    "AliasId",
+    "AppliedEvent",
+    "RebuildMarker",
+    "ErasureTombstone",
+    "ControlEvent",
+    "QuixEntity",
+    "QuixAlias",
+    "BenchCeilingAlias",
+)
 INDEXES = {
     "bench_quix_entity": "QuixEntity",
     "bench_quix_alias": "QuixAlias",
@@ -134,6 +146,9 @@ class Side:
     #: seconds from the first worker's readiness to the last assignment of
     #: any worker (the group's rebalances while workers join); 0 for one
     settle_s: float = 0.0
+    #: what the run's earlier sides had left in the stores when this side
+    #: started, before ``Bench.fresh_stores`` removed it (empty with --accumulate)
+    store_before: dict[str, int] = field(default_factory=dict)
 
     @property
     def rate(self) -> float:
@@ -161,6 +176,8 @@ class Report:
     #: events per partition of the 12-partition and the capacity sides' topics
     partition_events: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: what the rounds had left in the stores before the replay phase (removed)
+    replay_store_before: dict[str, int] = field(default_factory=dict)
     #: the untimed round 0: {"events": N, "seconds": S}
     warmup: dict[str, float] = field(default_factory=dict)
 
@@ -369,26 +386,52 @@ class Bench:
         stores = await open_stores(s)
         await stores.aclose()
 
+    async def _purge_graph(self) -> None:
+        """Delete every tenant-scoped node of this run, of every side."""
+        for label in TENANT_LABELS:
+            statement = (
+                f"MATCH (n:{label}) WHERE n.tenant_id STARTS WITH $p "
+                "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
+            )
+            await retrying(lambda statement=statement: self._neo4j(statement, p=self.prefix))
+
+    async def fresh_stores(self) -> dict[str, int]:
+        """Remove what the run's earlier sides (and the warm-up) left in both
+        stores, untimed, so that every side writes into stores of the same
+        size: before, a side later in a round wrote into a graph holding every
+        earlier side's (at ``large``, 350,000 nodes and edges a side against a
+        128 MB page cache), and the replay phase, last, into all of them.
+        (Neo4j Community has no ``db.checkpoint()`` to flush the deletion's
+        pages before the next side.) Returns what was left before (nodes in
+        Neo4j, rows in the workers' Postgres schema)."""
+        counted = await self._neo4j(
+            "MATCH (n) WHERE n.tenant_id STARTS WITH $p RETURN count(n) AS n", p=self.prefix
+        )
+        left = {"graph_nodes": int(counted[0]["n"]), "vector_rows": 0}
+        await self._purge_graph()
+        for schema in [s for s in self.pg_schemas if s != self.schema]:
+            await self.pg.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            self.pg_schemas.remove(schema)
+        tables = await self.pg.fetch(
+            "SELECT table_name FROM information_schema.columns "
+            "WHERE table_schema = $1 AND column_name = 'tenant_id'",
+            self.schema,
+        )
+        for row in tables:
+            table = f'"{self.schema}"."{row["table_name"]}"'
+            status = await self.pg.execute(
+                f"DELETE FROM {table} WHERE starts_with(tenant_id, $1)", self.prefix
+            )
+            left["vector_rows"] += int(status.split()[-1])
+            await self.pg.execute(f"VACUUM {table}")
+        return left
+
     async def cleanup(self) -> None:
         from streams.kafka.topics import admin_client
 
         if self.driver is not None:
-            statements = [
-                f"MATCH (n:{label}) WHERE n.tenant_id STARTS WITH $p "
-                "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS"
-                for label in (
-                    "Entity",
-                    "AliasId",
-                    "AppliedEvent",
-                    "RebuildMarker",
-                    "ErasureTombstone",
-                    "ControlEvent",
-                    "QuixEntity",
-                    "QuixAlias",
-                    "BenchCeilingAlias",
-                )
-            ]
-            statements.append("MATCH (c:Checkpoint) WHERE c.topic STARTS WITH $p DELETE c")
+            await self._purge_graph()
+            statements = ["MATCH (c:Checkpoint) WHERE c.topic STARTS WITH $p DELETE c"]
             statements += [f"DROP INDEX {name} IF EXISTS" for name in INDEXES]
             for statement in statements:
                 await retrying(lambda statement=statement: self._neo4j(statement, p=self.prefix))
@@ -1137,6 +1180,7 @@ async def run_suite(
     peer: bool,
     profile: bool,
     keep: bool,
+    accumulate: bool = False,
     only: Sequence[str] = (),
     capacity: tuple[int, int] | None = None,
 ) -> Report:
@@ -1245,8 +1289,10 @@ async def run_suite(
             report.order.append([name for name, _ in order])
             print(f"  round {rnd}: " + ", ".join(name for name, _ in order))
             for name, step in order:
+                left = {} if accumulate else await bench.fresh_stores()
                 servers_before = servers_cpu()
                 side = await step()
+                side.store_before = left
                 if not side.server_cpu:
                     side.server_cpu = cpu_delta(servers_before, servers_cpu())
                 side.load = round(os.getloadavg()[0], 1)
@@ -1265,6 +1311,8 @@ async def run_suite(
         if not only or "replay" in only:
             print("  replay of one large tenant")
             try:
+                if not accumulate:
+                    report.replay_store_before = await bench.fresh_stores()
                 report.replay, report.growth = await bench.replay()
             except Exception as exc:  # the rounds' figures stand without it
                 report.notes.append(f"the replay phase failed: {type(exc).__name__}: {exc}")
@@ -1496,6 +1544,7 @@ def render_markdown(report: Report) -> str:
         "- **Load average** when each side ended: "
         + ", ".join(f"{s.name} (round {s.round}) {s.load}" for s in report.sides)
         + ".",
+        "- **Stores**: " + stores_line(report),
         "",
         "| side | events/s | entities/s | relationships/s | / ceiling | / peer | "
         "process CPU ms/event | Neo4j / Postgres / Kafka CPU ms/event | peak RSS MB |",
@@ -1610,6 +1659,21 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines)
 
 
+def stores_line(report: Report) -> str:
+    """How the sides found the stores: emptied of the run's earlier data
+    before each side (the default), or holding it (--accumulate)."""
+    cleared = [s.store_before for s in report.sides if s.store_before]
+    if not cleared:
+        return "each side wrote beside what the run's earlier sides had left (--accumulate)."
+    nodes = max(c["graph_nodes"] for c in cleared)
+    rows = max(c["vector_rows"] for c in cleared)
+    return (
+        "every side started on stores without the run's earlier data, removed untimed "
+        f"before it (at most {nodes:,} Neo4j nodes and {rows:,} rows of the workers' "
+        "Postgres schema); the replay phase too."
+    )
+
+
 def settled(report: Report, name: str) -> str:
     """Per round, the side's events/s after its group settled (the workers'
     joins each rebalance the group, which stops every worker for a while)
@@ -1687,6 +1751,12 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="leave topics, tenants, schemas")
     parser.add_argument(
+        "--accumulate",
+        action="store_true",
+        help="leave each side's data in the stores for the sides after it (the behaviour "
+        "before 2026-12-04); by default every side starts on stores without the run's data",
+    )
+    parser.add_argument(
         "--only",
         default="",
         help="comma-separated sides to run (ceiling, kafka, redstring 1w, redstring 2w, quix, "
@@ -1704,6 +1774,7 @@ def main() -> None:
             peer=not args.no_peer,
             profile=args.profile,
             keep=args.keep,
+            accumulate=args.accumulate,
             only=[name.strip() for name in args.only.split(",") if name.strip()],
             capacity=args.capacity,
         )

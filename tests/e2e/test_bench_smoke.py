@@ -83,6 +83,12 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
             held = {p for h in side["assignment"] for p in h}
             assert held == set(range(12 if side["name"] == "redstring 2w" else 6))
             assert len(side["assignment"]) == len(side["peak_rss_mb"])
+    # Each side starts on stores without the run's earlier data: what the
+    # replay phase finds removed is the capacity side's projection alone (the
+    # same workload as the 2-worker side's), not every side's before it.
+    left = {side["name"]: side["store_before"] for side in report["sides"]}
+    assert left["capacity"]["graph_nodes"] > 0 and left["capacity"]["vector_rows"] > 0
+    assert report["replay_store_before"] == left["capacity"]
     levels = report["latency_ms"]
     assert sorted(levels, key=float) == ["0.25", "0.5", "0.9"]
     offered = [levels[k]["offered_per_s"] for k in ("0.25", "0.5", "0.9")]
@@ -103,6 +109,7 @@ def test_bench_suite_runs_at_tiny_size(stack_env: dict[str, str], tmp_path: Path
         "| capacity model (docs/scaling.md), 2 workers on 6 partitions:",
         "after an untimed warm-up of 120 events through the ceiling and one worker",
         "the JIT compilers' share of each server's CPU in the last: kafka ",
+        "every side started on stores without the run's earlier data",
     ):
         assert row in markdown, row
     assert (tmp_path / "throughput.png").read_bytes().startswith(b"\x89PNG")

@@ -61,8 +61,9 @@ public final class Neo4jLauncher {
                 // A statement is planned again when a label's or an index's
                 // statistics have moved far enough since it was planned, at most
                 // every 10 s by default. Every statement redstring runs seeks a
-                // unique index (tests/integration/test_neo4j_plans.py), so a new
-                // plan is the same plan; a store growing from empty replanned each
+                // unique index, and its edge writes expand between bound nodes
+                // (tests/integration/test_neo4j_plans.py), so a new plan is the
+                // same plan; a store growing from empty replanned each
                 // of them every few seconds (docs/performance.md).
                 .setConfig(GraphDatabaseSettings.cypher_min_replan_interval, Duration.ofHours(1))
                 .build();

@@ -239,11 +239,34 @@ RETURN s.id AS source, t.id AS target, type(r) AS type, properties(r) AS r,
        s.tenant_id AS source_tenant, t.tenant_id AS target_tenant
 """
 
+#: An edge of ``row.type`` from ``s`` to ``t``: the ones there updated, or
+#: one created. A one-hop variable-length look is an expand between the two
+#: bound nodes whatever the statistics (``UPSERT_RELATIONSHIPS`` below).
+_EDGE_FOUND_OR_CREATED: Final = """
+    OPTIONAL MATCH (s)-[hop*1..1]->(t) WHERE type(hop[0]) = row.type
+    WITH s, t, row, collect(hop[0]) AS found
+    FOREACH (r IN found | SET r.confidence = row.confidence, r += row.props)
+    FOREACH (_ IN CASE WHEN size(found) = 0 THEN [1] ELSE [] END |
+      CREATE (s)-[r:$(row.type)]->(t)
+      SET r.tenant_id = $tenant, r.confidence = row.confidence, r += row.props)
+"""
+
 #: Endpoints are looked up once each (``$endpoints``, sorted), in order, and
 #: rows address them by index. If any is missing nothing is written and the
 #: missing ids come back, so the caller can raise with the tenant's view intact.
-#: Both ends are bound, so the dynamic type costs an expand between two nodes.
-UPSERT_RELATIONSHIPS: Final = """
+#:
+#: Each edge is found or created the way ``MERGE`` does it (look, lock both
+#: ends, look again, create), spelled out so that the look is an expand
+#: between the two bound nodes whatever the statistics: 5.26 plans
+#: ``MERGE (s)-[r:$(row.type)]->(t)`` as a scan of every relationship in the
+#: database when it holds fewer than about ten, and a plan is cached, so a
+#: store that started empty wrote each edge in time proportional to all of
+#: them (docs/adr/0004-neo4j-graph-store.md, "Edges: an expand whatever the
+#: statistics"). A variable-length pattern of one hop has no scan to choose.
+#: ``lock`` is a system property (user properties are ``p_``-prefixed); set
+#: and removed, it takes the node's write lock and leaves nothing behind.
+UPSERT_RELATIONSHIPS: Final = (
+    """
 UNWIND range(0, size($endpoints) - 1) AS i
 OPTIONAL MATCH (n:Entity {tenant_id: $tenant, id: $endpoints[i]})
 WITH i, n ORDER BY i
@@ -251,12 +274,21 @@ WITH collect(n) AS nodes, collect(CASE WHEN n IS NULL THEN $endpoints[i] END) AS
 CALL (nodes, missing) {
   UNWIND CASE WHEN size(missing) = 0 THEN $rows ELSE [] END AS row
   WITH nodes[row.s] AS s, nodes[row.t] AS t, row
-  MERGE (s)-[r:$(row.type)]->(t)
-  ON CREATE SET r.tenant_id = $tenant
-  SET r.confidence = row.confidence, r += row.props
+  CALL (s, t, row) {
+    OPTIONAL MATCH (s)-[hop*1..1]->(t) WHERE type(hop[0]) = row.type
+    WITH s, t, row, collect(hop[0]) AS found
+    FOREACH (r IN found | SET r.confidence = row.confidence, r += row.props)
+    WITH s, t, row WHERE size(found) = 0
+    SET s.lock = true, t.lock = true
+    REMOVE s.lock, t.lock
+    WITH s, t, row
+"""
+    + _EDGE_FOUND_OR_CREATED
+    + """  }
 }
 RETURN missing
 """
+)
 
 #: A unit of work's entity upsert and the edge upsert that follows it, for one
 #: tenant, as one statement (runner.TransactionRunner.defer): nothing reads
@@ -293,7 +325,7 @@ UPSERT_BY_TENANT: Final = (
     + UPSERT_RELATIONSHIPS.replace(
         "{tenant_id: $tenant, id: $endpoints[i]}",
         "{tenant_id: $endpoints[i].tenant, id: $endpoints[i].id}",
-    ).replace("r.tenant_id = $tenant", "r.tenant_id = row.tenant")
+    ).replace("r.tenant_id = $tenant,", "r.tenant_id = row.tenant,")
 )
 
 #: ``UPSERT_BY_TENANT`` carrying the unit of work's deferred ledger write.

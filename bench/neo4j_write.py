@@ -38,7 +38,7 @@ from neo4j import (
 )
 
 from adapters.neo4j import Neo4jGraphStore
-from adapters.neo4j.cypher import _EDGE_FOUND_OR_CREATED
+from adapters.neo4j.cypher import _EDGE_CREATE, _EDGE_LOOK
 from adapters.neo4j.rows import order_key
 from contracts.domain import Entity, Relationship, StreamPartition
 from contracts.ids import EntityId, TenantId
@@ -74,7 +74,8 @@ WITH collect(n) AS nodes
 UNWIND $rows AS row
 WITH nodes[row.s] AS s, nodes[row.t] AS t, row
 CALL (s, t, row) {"""
-    + _EDGE_FOUND_OR_CREATED
+    + _EDGE_LOOK
+    + _EDGE_CREATE
     + "}\n"
 )
 

@@ -239,14 +239,17 @@ RETURN s.id AS source, t.id AS target, type(r) AS type, properties(r) AS r,
        s.tenant_id AS source_tenant, t.tenant_id AS target_tenant
 """
 
-#: An edge of ``row.type`` from ``s`` to ``t``: the ones there updated, or
-#: one created. A one-hop variable-length look is an expand between the two
-#: bound nodes whatever the statistics (``UPSERT_RELATIONSHIPS`` below).
-_EDGE_FOUND_OR_CREATED: Final = """
+#: The edges of ``row.type`` from ``s`` to ``t``, updated: ``found``. A
+#: one-hop variable-length look is an expand between the two bound nodes
+#: whatever the statistics (``UPSERT_RELATIONSHIPS`` below).
+_EDGE_LOOK: Final = """
     OPTIONAL MATCH (s)-[hop*1..1]->(t) WHERE type(hop[0]) = row.type
     WITH s, t, row, collect(hop[0]) AS found
     FOREACH (r IN found | SET r.confidence = row.confidence, r += row.props)
-    FOREACH (_ IN CASE WHEN size(found) = 0 THEN [1] ELSE [] END |
+"""
+
+#: The edge created when the look found none.
+_EDGE_CREATE: Final = """    FOREACH (_ IN CASE WHEN size(found) = 0 THEN [1] ELSE [] END |
       CREATE (s)-[r:$(row.type)]->(t)
       SET r.tenant_id = $tenant, r.confidence = row.confidence, r += row.props)
 """
@@ -274,16 +277,14 @@ WITH collect(n) AS nodes, collect(CASE WHEN n IS NULL THEN $endpoints[i] END) AS
 CALL (nodes, missing) {
   UNWIND CASE WHEN size(missing) = 0 THEN $rows ELSE [] END AS row
   WITH nodes[row.s] AS s, nodes[row.t] AS t, row
-  CALL (s, t, row) {
-    OPTIONAL MATCH (s)-[hop*1..1]->(t) WHERE type(hop[0]) = row.type
-    WITH s, t, row, collect(hop[0]) AS found
-    FOREACH (r IN found | SET r.confidence = row.confidence, r += row.props)
-    WITH s, t, row WHERE size(found) = 0
+  CALL (s, t, row) {"""
+    + _EDGE_LOOK
+    + """    WITH s, t, row WHERE size(found) = 0
     SET s.lock = true, t.lock = true
     REMOVE s.lock, t.lock
-    WITH s, t, row
-"""
-    + _EDGE_FOUND_OR_CREATED
+    WITH s, t, row"""
+    + _EDGE_LOOK
+    + _EDGE_CREATE
     + """  }
 }
 RETURN missing

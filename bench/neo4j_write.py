@@ -60,7 +60,7 @@ SET e.name = row.name, e.type = row.type, e.blocking_key = row.blocking_key, e +
 #: Each endpoint looked up once, rows addressing them by index: about 1.6x
 #: faster than two MATCHes per row on this data (the adapter does the same,
 #: plus its missing-endpoint check). An edge is looked for by a one-hop
-#: expand, as the adapter does (adapters/neo4j/cypher.py,
+#: expand from the end with fewer relationships, as the adapter does (adapters/neo4j/cypher.py,
 #: ``UPSERT_RELATIONSHIPS``): ``MERGE (s)-[r:$(row.type)]->(t)`` is planned as
 #: a scan of every relationship when the database holds fewer than about
 #: ten, and the ceiling is planned in the warm-up, on stores emptied for it.

@@ -241,10 +241,18 @@ RETURN s.id AS source, t.id AS target, type(r) AS type, properties(r) AS r,
 
 #: The edges of ``row.type`` from ``s`` to ``t``, updated: ``found``. A
 #: one-hop variable-length look is an expand between the two bound nodes
-#: whatever the statistics (``UPSERT_RELATIONSHIPS`` below).
+#: whatever the statistics (``UPSERT_RELATIONSHIPS`` below). It walks every
+#: relationship of the end it starts from, so it starts from the end with
+#: fewer: from a hub, an entity with thousands of edges, each new edge would
+#: cost the hub's degree (``COUNT`` of a node's relationships is its stored
+#: degree, not a walk). Only one of the two looks runs for a row.
 _EDGE_LOOK: Final = """
-    OPTIONAL MATCH (s)-[hop*1..1]->(t) WHERE type(hop[0]) = row.type
-    WITH s, t, row, collect(hop[0]) AS found
+    WITH s, t, row, COUNT { (s)-->() } <= COUNT { (t)<--() } AS forward
+    OPTIONAL MATCH (s)-[out*1..1]->(t) WHERE forward AND type(out[0]) = row.type
+    WITH s, t, row, forward, collect(out[0]) AS ahead
+    OPTIONAL MATCH (t)<-[back*1..1]-(s) WHERE NOT forward AND type(back[0]) = row.type
+    WITH s, t, row, ahead, collect(back[0]) AS behind
+    WITH s, t, row, ahead + behind AS found
     FOREACH (r IN found | SET r.confidence = row.confidence, r += row.props)
 """
 

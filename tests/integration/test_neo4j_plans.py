@@ -12,13 +12,17 @@ filter after it), and a lookup by id, key or tenant is an index seek.
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 from neo4j import AsyncGraphDatabase
 
 from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
-from adapters.neo4j import cypher, ledger_cypher
+from adapters.neo4j import Neo4jGraphStore, cypher, ledger_cypher
 from adapters.neo4j.schema import bootstrap
+from contracts.domain import Entity, Relationship
+from contracts.ids import EntityId, TenantId
+from tests.integration.conftest import db_hits, profile_statement
 from tests.services import Neo4jConfig
 
 pytestmark = pytest.mark.services
@@ -184,4 +188,57 @@ async def test_an_edge_is_looked_for_by_an_expand_between_its_ends(
     merges = [details for op, details in steps if "Merge" in op and "]->" in details]
     assert not merges, f"{name} merges an edge: {merges}"
     looks = [op for op, _ in steps if op.startswith("VarLengthExpand(Into)")]
-    assert len(looks) == 2, f"{name}: {[op for op, _ in steps]}"
+    # A look from each end, before the lock and after it.
+    assert len(looks) == 4, f"{name}: {[op for op, _ in steps]}"
+
+
+HUB_DEGREE = 300
+
+
+async def test_an_edge_at_a_hub_costs_the_degree_of_its_other_end(
+    store: Neo4jGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-hop look walks every relationship of the end it starts from. An
+    entity many documents mention (a hub of a Zipf-like tenant) has thousands,
+    and a look that always started from the source made each new edge from it
+    cost its whole degree, a projection slowing as its hubs grew. Database
+    hits come from ``PROFILE``; nothing is timed."""
+    tenant = TenantId(f"hub-{uuid.uuid4().hex[:8]}")
+    leaves = [EntityId(f"leaf{i:03d}") for i in range(HUB_DEGREE + 4)]
+    source, sink = EntityId("source-hub"), EntityId("sink-hub")
+    ids = [source, sink, *leaves]
+    await store.upsert_entities(tenant, [Entity(tenant, i, i, "Thing") for i in ids])
+    fan = [Relationship(tenant, source, leaf, "MENTIONS") for leaf in leaves[:HUB_DEGREE]]
+    fan += [Relationship(tenant, leaf, sink, "MENTIONS") for leaf in leaves[:HUB_DEGREE]]
+    await store.upsert_relationships(tenant, fan)
+
+    profiled = profile_statement(monkeypatch, store, cypher.UPSERT_RELATIONSHIPS)
+    spare, other = leaves[HUB_DEGREE], leaves[HUB_DEGREE + 1]
+    # Between two leaves of one edge or none: what a write costs without a hub.
+    await store.upsert_relationships(tenant, [Relationship(tenant, spare, other, "MENTIONS")])
+    at_hubs = [
+        Relationship(tenant, source, spare, "MENTIONS"),  # from a hub, new
+        Relationship(tenant, source, leaves[0], "MENTIONS", confidence=0.5),  # found
+        Relationship(tenant, source, leaves[1], "CITES"),  # another type
+        Relationship(tenant, other, sink, "MENTIONS"),  # into a hub, new
+        Relationship(tenant, leaves[2], sink, "MENTIONS", confidence=0.5),  # found
+    ]
+    for edge in at_hubs:
+        await store.upsert_relationships(tenant, [edge])
+
+    baseline, *written = [db_hits(result.summary.profile) for result in profiled]
+    assert len(written) == len(at_hubs)
+    # Each reads about what the write between two leaves reads, far from the
+    # hub's 300 relationships (the look from the source read all of them).
+    assert max(written) < baseline + HUB_DEGREE // 3, (baseline, written)
+    found = await store.get_relationships(tenant, source_id=source)
+    assert len(found) == HUB_DEGREE + 2
+    assert {(r.target_id, r.type, r.confidence) for r in found} >= {
+        (spare, "MENTIONS", 1.0),
+        (leaves[0], "MENTIONS", 0.5),
+        (leaves[1], "CITES", 1.0),
+    }
+    into_sink = await store.get_relationships(tenant, target_id=sink)
+    assert len(into_sink) == HUB_DEGREE + 1
+    assert (leaves[2], 0.5) in {(r.source_id, r.confidence) for r in into_sink}
+    await store.delete_by_tenant(tenant)

@@ -8,27 +8,18 @@ deterministic for a given graph; nothing here is timed.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from adapters.neo4j import Neo4jGraphStore, cypher, ledger
 from contracts.domain import Entity, Relationship
 from contracts.ids import EntityId, TenantId
-from tests.services import Neo4jConfig
+from tests.integration.conftest import db_hits, profile_statement
 
 pytestmark = pytest.mark.services
 
 ENTITIES = 60
 BATCH = 10
-
-
-@pytest.fixture
-async def store(neo4j_config: Neo4jConfig) -> AsyncIterator[Neo4jGraphStore]:
-    opened = await Neo4jGraphStore.open(neo4j_config.uri, neo4j_config.user, neo4j_config.password)
-    async with opened:
-        yield opened
 
 
 async def _graph(store: Neo4jGraphStore, tenant: TenantId) -> int:
@@ -56,19 +47,11 @@ async def test_the_edge_phase_deletes_every_edge_reading_each_entity_about_once(
     edges = await _graph(store, tenant)
     await _graph(store, other)
 
-    steps: list[dict[str, Any]] = []
-    driver = store._driver
-    execute = driver.execute_query
-
-    async def profiled(query: Any, params: Any = None, **config: Any) -> Any:
-        if query != cypher.DELETE_TENANT_RELATIONSHIPS:
-            return await execute(query, params, **config)
-        result = await execute("PROFILE " + query, params, **config)
-        steps.append({**result.records[0].data(), "hits": _db_hits(result.summary.profile)})
-        return result
-
-    monkeypatch.setattr(driver, "execute_query", profiled)
+    profiled = profile_statement(monkeypatch, store, cypher.DELETE_TENANT_RELATIONSHIPS)
     sweep = await store.delete_by_tenant(tenant)
+    steps = [
+        {**result.records[0].data(), "hits": db_hits(result.summary.profile)} for result in profiled
+    ]
 
     assert sweep.complete, sweep
     # The edge phase found every edge itself: none was left for DETACH DELETE.
@@ -83,7 +66,3 @@ async def test_the_edge_phase_deletes_every_edge_reading_each_entity_about_once(
     # The other tenant keeps everything.
     assert len(await store.get_relationships(other)) == edges
     await store.delete_by_tenant(other)
-
-
-def _db_hits(plan: dict[str, Any]) -> int:
-    return int(plan.get("dbHits", 0)) + sum(_db_hits(c) for c in plan.get("children", []))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from neo4j import AsyncGraphDatabase
@@ -21,15 +22,19 @@ from adapters.alias_depth import DEFAULT_MAX_ALIAS_DEPTH
 from adapters.neo4j import Neo4jGraphStore, cypher, ledger_cypher
 from adapters.neo4j.schema import bootstrap
 from contracts.domain import Entity, Relationship
-from contracts.ids import EntityId, TenantId
+from contracts.ids import EntityId, EventId, TenantId
 from tests.integration.conftest import db_hits, profile_statement
 from tests.services import Neo4jConfig
 
 pytestmark = pytest.mark.services
 
-#: Operators that read a whole label or every relationship of a type.
+#: Operators that read a whole label, every relationship of a type, or every
+#: entry of an index (every tenant's).
 SCANS = {
     "NodeByLabelScan",
+    "NodeIndexScan",
+    "DirectedRelationshipIndexScan",
+    "UndirectedRelationshipIndexScan",
     "AllNodesScan",
     "DirectedRelationshipTypeScan",
     "UndirectedRelationshipTypeScan",
@@ -241,4 +246,62 @@ async def test_an_edge_at_a_hub_costs_the_degree_of_its_other_end(
     into_sink = await store.get_relationships(tenant, target_id=sink)
     assert len(into_sink) == HUB_DEGREE + 1
     assert (leaves[2], 0.5) in {(r.source_id, r.confidence) for r in into_sink}
+    await store.delete_by_tenant(tenant)
+
+
+#: The statements that look applied ids up by their key (a MATCH; the MERGEs
+#: that record them seek the unique index as a MERGE must).
+APPLIED_LOOKUPS = {
+    name: value
+    for name, value in vars(ledger_cypher).items()
+    if name.isupper()
+    and isinstance(value, str)
+    and re.search(r"MATCH \(a:AppliedEvent \{tenant_id: [$\w.]+, event_id: id\}\)", value)
+}
+
+
+def test_the_applied_id_lookups_are_found() -> None:
+    assert {"APPLIED_EVENT_IDS", "TENANT_LEDGERS", "LOCK_WITH_TENANT_LEDGERS"} <= set(
+        APPLIED_LOOKUPS
+    )
+
+
+@pytest.mark.parametrize("name", sorted(APPLIED_LOOKUPS))
+async def test_an_applied_id_is_looked_up_by_its_key(neo4j_config: Neo4jConfig, name: str) -> None:
+    """Beside the key's unique index, ``AppliedEvent`` has one on the tenant
+    alone (for the purge), and Neo4j 5.26 planned the lookups of a unit of
+    work's ids, on some statistics, as a seek of the tenant's ids filtered by
+    event id: every id the tenant had applied, read again for each id asked.
+    The plan was cached, so a tenant's units of work cost more the longer its
+    history (a 10,000-event tenant's last tenth 1.83 times its second, the
+    lock statement 2 million database hits a unit). Which plan a database
+    picks unaided depends on its statistics; the statement names its index,
+    so the plan is the key's seek whatever they are (a bare ``USING INDEX``
+    was answered with a scan of the key's index on the test database)."""
+    statement = APPLIED_LOOKUPS[name]
+    assert "USING INDEX SEEK a:AppliedEvent(tenant_id, event_id)" in statement, name
+    steps = _steps(await _plan(neo4j_config, statement))
+    reads = [(op, details) for op, details in steps if "AppliedEvent" in details]
+    assert reads, steps
+    # A seek of the key: not the tenant's index, and not a scan of the key's
+    # index either (which a bare USING INDEX let the planner pick).
+    assert all(
+        op.startswith("NodeUniqueIndexSeek") and "AppliedEvent(tenant_id, event_id)" in details
+        for op, details in reads
+    ), reads
+
+
+async def test_asking_for_applied_ids_costs_the_ids_asked_not_the_tenants_history(
+    store: Neo4jGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant = TenantId(f"history-{uuid.uuid4().hex[:8]}")
+    history = [EventId(f"event-{i:04d}") for i in range(600)]
+    at = datetime.now(UTC)
+    await store.record_applied_events(tenant, history, at)
+    profiled = profile_statement(monkeypatch, store, ledger_cypher.APPLIED_EVENT_IDS)
+    asked = [*history[::60], *(EventId(f"new-{i}") for i in range(10))]
+    assert await store.applied_event_ids(tenant, asked) == set(history[::60])
+    [result] = profiled
+    # A seek per id asked (and the rows it finds), not a walk of the 600.
+    assert db_hits(result.summary.profile) <= 3 * len(asked), db_hits(result.summary.profile)
     await store.delete_by_tenant(tenant)

@@ -276,6 +276,12 @@ _EDGE_CREATE: Final = """    FOREACH (_ IN CASE WHEN size(found) = 0 THEN [1] EL
 #: statistics"). A variable-length pattern of one hop has no scan to choose.
 #: ``lock`` is a system property (user properties are ``p_``-prefixed); set
 #: and removed, it takes the node's write lock and leaves nothing behind.
+#: A row with ``held`` true has both ends written by this same statement's
+#: entity upsert (``UPSERT_BY_TENANT``): that ``SET`` took both write locks
+#: before the look, and any other writer of an edge between them waits for
+#: them, so the first look already answers as the second would and the
+#: edge is created at once (docs/adr/0004-neo4j-graph-store.md, "Edges
+#: between ends the statement wrote").
 UPSERT_RELATIONSHIPS: Final = (
     """
 UNWIND range(0, size($endpoints) - 1) AS i
@@ -288,6 +294,12 @@ CALL (nodes, missing) {
   CALL (s, t, row) {"""
     + _EDGE_LOOK
     + """    WITH s, t, row WHERE size(found) = 0
+    CALL (s, t, row) {
+      WITH s, t, row, [] AS found WHERE row.held = true
+"""
+    + _EDGE_CREATE
+    + """    }
+    WITH s, t, row WHERE row.held IS NULL OR row.held = false
     SET s.lock = true, t.lock = true
     REMOVE s.lock, t.lock
     WITH s, t, row"""

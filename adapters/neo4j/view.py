@@ -336,6 +336,16 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 rows.extend(edges)
         if not entity_rows and not rows:
             return
+        # Edges between two entities this statement writes skip the lock and
+        # second look: the entity upsert's SET holds both ends' write locks
+        # (cypher.UPSERT_RELATIONSHIPS).
+        written = {(row["tenant"], row["id"]) for row in entity_rows}
+        for row in rows:
+            source, target = endpoints[row["s"]], endpoints[row["t"]]
+            row["held"] = (source["tenant"], source["id"]) in written and (
+                target["tenant"],
+                target["id"],
+            ) in written
         params = {
             "entities": entity_rows,
             "endpoints": endpoints,

@@ -456,7 +456,10 @@ async def test_several_tenants_upserts_carry_the_ledger_and_address_their_own_en
     tx, view, _ = await _with_a_deferred_ledger()
     u = TenantId("globex")
     await view.upsert_by_tenant(
-        {T: [Entity(T, EntityId("e"), "E", "Thing")], u: [Entity(u, EntityId("g"), "G", "Thing")]},
+        {
+            T: [Entity(T, EntityId("e"), "E", "Thing"), Entity(T, EntityId("f"), "F", "Thing")],
+            u: [Entity(u, EntityId("g"), "G", "Thing")],
+        },
         {
             T: [Relationship(T, EntityId("e"), EntityId("f"), "IS")],
             u: [Relationship(u, EntityId("h"), EntityId("e"), "IS")],
@@ -470,16 +473,23 @@ async def test_several_tenants_upserts_carry_the_ledger_and_address_their_own_en
     ]
     params = tx.sent[1][1]
     assert (params["offset"], params["applied"][0]["ids"]) == (5, ["a"])
-    assert [(row["tenant"], row["id"]) for row in params["entities"]] == [(T, "e"), (u, "g")]
+    assert [(row["tenant"], row["id"]) for row in params["entities"]] == [
+        (T, "e"),
+        (T, "f"),
+        (u, "g"),
+    ]
     ends = [(end["tenant"], end["id"]) for end in params["endpoints"]]
     assert ends == [(T, "e"), (T, "f"), (u, "e"), (u, "h")]
     edges = [(row["tenant"], ends[row["s"]], ends[row["t"]]) for row in params["rows"]]
     assert edges == [(T, (T, "e"), (T, "f")), (u, (u, "h"), (u, "e"))]
+    # Only an edge whose two ends this statement writes skips the lock: u's
+    # "e" is not T's, and u's "h" is not written here.
+    assert [row["held"] for row in params["rows"]] == [True, False]
     await view.upsert_by_tenant({T: [Entity(T, EntityId("e"), "E", "Thing")]}, {})
     assert tx.sent[-1][0] == graph_q.UPSERT_BY_TENANT  # the ledger went with the first
     # Made from the per-tenant statements: every tenant is a row's.
     assert "$tenant" not in graph_q.UPSERT_BY_TENANT
-    assert graph_q.UPSERT_BY_TENANT.count("row.tenant") == 2
+    assert graph_q.UPSERT_BY_TENANT.count("row.tenant") == 3  # entities, two edge creates
 
 
 async def test_a_rolled_back_unit_of_work_never_sends_its_deferred_write() -> None:

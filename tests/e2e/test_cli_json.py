@@ -66,6 +66,14 @@ async def test_topics_describe_and_status_as_json(deployment: Deployment) -> Non
     ] == [(p, None, -1, 2 if p == home else 0) for p in range(deployment.partitions)]
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A child inherits an ignored SIGINT, and a runner started in the
+    background by a non-interactive shell (``cmd &``, nohup) ignores it: Python
+    then never installs its Ctrl-C handler and the signal this test sends is
+    dropped, as it should be. A terminal's foreground job has it at its default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def test_status_watch_reports_rates_and_stops_cleanly_on_ctrl_c(
     deployment: Deployment,
 ) -> None:
@@ -79,6 +87,7 @@ async def test_status_watch_reports_rates_and_stops_cleanly_on_ctrl_c(
         env={**os.environ, **deployment.command_env()},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=_ctrl_c_as_in_a_terminal,
     )
     assert proc.stdout is not None
     try:

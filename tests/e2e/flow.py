@@ -62,18 +62,25 @@ async def wait_for_progress(
     partitions: int,
     at_least: int,
     *,
-    worker: WorkerProcess | None = None,
+    workers: Sequence[WorkerProcess] = (),
     within: float = 120.0,
 ) -> int:
+    """Wait until both stores are past ``at_least`` records; ``workers`` must
+    stay alive meanwhile, and a timeout reports their readiness and logs."""
     deadline = time.monotonic() + within
     while True:
         done = await progress(stores, settings, topic_id, partitions)
         if done >= at_least:
             return done
-        if worker is not None:
+        for worker in workers:
             worker.assert_alive()
         if time.monotonic() > deadline:
-            raise AssertionError(f"stores past {done} records, not {at_least}, after {within}s")
+            positions = await store_positions(stores, settings.topic, topic_id, partitions)
+            raise AssertionError(
+                f"stores past {done} records, not {at_least}, after {within}s; next needed "
+                f"offsets graph {positions['graph']} vector {positions['vector']}\n"
+                + "\n".join(w.report() for w in workers)
+            )
         await asyncio.sleep(0.05)
 
 

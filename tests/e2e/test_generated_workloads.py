@@ -111,14 +111,6 @@ async def _publish_paced(
     return positions
 
 
-def _readyz(worker: WorkerProcess) -> str:
-    try:
-        status, body = worker.get("/readyz", timeout=5.0)
-    except OSError as exc:
-        return f"no answer ({exc!r})"
-    return f"{status} {body.decode(errors='replace')[:300]}"
-
-
 async def _projected(
     deployment: Deployment, stores: Stores, workload: Workload, workers: Sequence[WorkerProcess]
 ) -> dict[str, dict[int, int]]:
@@ -157,10 +149,7 @@ async def _projected(
             raise AssertionError(
                 f"{what}; lag per partition {behind} (log ends {ends}); next needed offsets "
                 f"graph {positions['graph']} vector {positions['vector']}; "
-                + "; ".join(
-                    f"{w.worker_id}: /readyz {_readyz(w)}; worker log {w.log_path}:\n{w.tail(25)}"
-                    for w in workers
-                )
+                + "; ".join(w.report() for w in workers)
             )
         await asyncio.sleep(0.25)  # polling interval
 
@@ -333,7 +322,7 @@ async def test_generated_workload(
             deployment.topic_id,
             deployment.partitions,
             half // 4,
-            worker=worker,
+            workers=[worker],
             within=WITHIN,
         )
         killed_at = await progress(stores, settings, deployment.topic_id, deployment.partitions)
@@ -355,6 +344,6 @@ async def test_generated_workload(
     print(
         f"{mode}-{duplication}: caught up {caught_up - started:.1f}s after the first record "
         f"was sent, at {final['graph']}; judged in {time.monotonic() - caught_up:.1f}s; "
-        + ", ".join(f"{w.worker_id} /readyz {_readyz(w)}" for w in running)
+        + ", ".join(f"{w.worker_id} /readyz {w.readyz()}" for w in running)
     )
     assert not problems, "\n".join(problems)

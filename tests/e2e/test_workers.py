@@ -72,7 +72,12 @@ async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: S
         assert opened["gc_threshold"][0] == young and opened["gc_frozen"] > 0
     flow = Flow(deployment.settings, records, chunk=60, pause=0.05).start()
     await wait_for_progress(
-        stores, deployment.settings, deployment.topic_id, deployment.partitions, 200, worker=w1
+        stores,
+        deployment.settings,
+        deployment.topic_id,
+        deployment.partitions,
+        200,
+        workers=[w1, w2],
     )
     # Both members worked before one of them is stopped.
     before = w2.metrics()
@@ -107,7 +112,7 @@ async def test_kill9_chaos(deployment: Deployment, stores: Stores) -> None:
     thresholds = sorted(rng.sample(range(events // 20, events * 9 // 10), kills))
     started = time.monotonic()
     for threshold in thresholds:
-        await wait_for_progress(*args, threshold, worker=worker, within=180)
+        await wait_for_progress(*args, threshold, workers=[worker], within=180)
         # A random point inside whatever batch is running at the threshold.
         await asyncio.sleep(rng.uniform(0, 0.5))
         counters.sample(worker)
@@ -352,7 +357,7 @@ async def test_sigterm_while_the_group_rebalances(deployment: Deployment, stores
     await w2.logged("committed the stores' positions", after=0, within=60)
     await publish(deployment.settings, records)
     await wait_for_progress(
-        stores, deployment.settings, deployment.topic_id, deployment.partitions, 50, worker=w2
+        stores, deployment.settings, deployment.topic_id, deployment.partitions, 50, workers=[w2]
     )
     w1.kill9()
     killed = time.monotonic()
@@ -415,7 +420,7 @@ async def test_a_worker_frozen_past_its_session_wakes_as_a_zombie(
     await w2.logged("committed the stores' positions", after=0, within=60)
     flow = Flow(deployment.settings, records, chunk=60, pause=0.05).start()
     args = (stores, deployment.settings, deployment.topic_id, deployment.partitions)
-    await wait_for_progress(*args, 200, worker=w1)
+    await wait_for_progress(*args, 200, workers=[w1])
     assert w1.proc is not None
     seen = w2.log_path.stat().st_size
     await freeze_inside_a_transaction(w1, deployment.settings)
@@ -450,7 +455,7 @@ async def test_store_restarted_mid_run(
     await asyncio.to_thread(worker.wait_ready)
     flow = Flow(deployment.settings, records, chunk=25, pause=0.1).start()
     args = (stores, deployment.settings, deployment.topic_id, deployment.partitions)
-    await wait_for_progress(*args, 50, worker=worker)
+    await wait_for_progress(*args, 50, workers=[worker])
     retries = worker.metrics()["redstring_store_retries_total"]
 
     await asyncio.to_thread(stack.down, ROOT, services=[service])
@@ -497,7 +502,7 @@ async def test_kafka_restarted_under_a_running_worker(
     await asyncio.to_thread(worker.wait_ready)
     await Flow(deployment.settings, records[:half], chunk=50, pause=0.05).start().done()
     args = (stores, deployment.settings, deployment.topic_id, deployment.partitions)
-    await wait_for_progress(*args, 50, worker=worker)
+    await wait_for_progress(*args, 50, workers=[worker])
 
     await asyncio.to_thread(stack.down, ROOT, services=["kafka"])
     try:

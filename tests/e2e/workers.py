@@ -172,6 +172,22 @@ class WorkerProcess:
         assert status == 200, f"/metrics answered {status}"
         return parse_metrics(body.decode())
 
+    def readyz(self) -> str:
+        """The /readyz answer, shortened, or why there was none."""
+        try:
+            status, body = self.get("/readyz", timeout=5.0)
+        except OSError as exc:
+            return f"no answer ({exc!r})"
+        return f"{status} {body.decode(errors='replace')[:300]}"
+
+    def report(self, lines: int = 25) -> str:
+        """What a failed wait says about this worker: its /readyz answer and
+        the end of its log (CI keeps neither once the run is over)."""
+        return (
+            f"{self.worker_id}: /readyz {self.readyz()}; worker log {self.log_path}:\n"
+            f"{self.tail(lines)}"
+        )
+
     def tail(self, lines: int = 40) -> str:
         try:
             text = self.log_path.read_text(errors="replace")

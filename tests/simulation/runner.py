@@ -661,6 +661,10 @@ class Simulation:
                 f"  partition {partition}: graph needs {graph}, vector needs {vector}, "
                 f"log end {end}, committed {self.kafka.committed.get(partition)}, owner {owner}"
             )
+        return "\n".join([*lines, *self.describe_members()])
+
+    def describe_members(self) -> list[str]:
+        lines = []
         for member in self.members:
             c = member.consumer
             lines.append(
@@ -671,7 +675,7 @@ class Simulation:
                 f"{member.read_ahead.held} of {member.read_ahead.max_bytes} bytes, "
                 f"intake pending {member.intake.pending}"
             )
-        return "\n".join(lines)
+        return lines
 
     async def check_final(self) -> None:
         records = [r.oracle_record for r in self.workload.records]
@@ -684,7 +688,14 @@ class Simulation:
             raise self.fail(f"never dead-lettered (partition, offset): {sorted(missing)}")
         for member in self.members:
             if not member.projector.health.ready:
-                raise self.fail(f"{member.name} not ready: {member.projector.health.reasons()}")
+                raise self.fail(
+                    "\n".join(
+                        [
+                            f"{member.name} not ready: {member.projector.health.reasons()}",
+                            *self.describe_members(),
+                        ]
+                    )
+                )
             if member.read_ahead.held:
                 # Everything admitted was taken or dropped: bytes still held
                 # are a leak that would, in time, stop the consumer.

@@ -131,9 +131,8 @@ class WorkerLoop:
         consumer would resume from, it reads what the stores need."""
         assigned = self.consumer.assigned()
         health = self.projector.health
-        for table in (health.paused, health.stalled, health.failing, self.paused_at):
-            for partition in [p for p in table if p not in assigned]:
-                del table[partition]
+        known = {*health.paused, *health.stalled, *health.failing, *self.paused_at}
+        self._forget(known - assigned)
         offsets = {p: await self.projector.next_needed(p) for p in sorted(assigned)}
         now = self._clock()
         for partition in offsets:
@@ -188,6 +187,17 @@ class WorkerLoop:
         finally:
             for partition, _ in ordered:
                 self._in_hand.discard(partition)
+            # Revoked while in hand: whatever its batch reported (a pause, a
+            # store failing) is the new owner's to find again, not this
+            # worker's readiness until the next rebalance.
+            self._forget({p for p, _ in ordered} - self.consumer.assigned())
+
+    def _forget(self, partitions: Collection[int]) -> None:
+        """Drop the health and pauses of partitions this worker no longer holds."""
+        health = self.projector.health
+        for table in (health.paused, health.stalled, health.failing, self.paused_at):
+            for partition in partitions:
+                table.pop(partition, None)
 
     def _remnant(self, partition: int, decision: Decision) -> bool:
         """Whether the batch only asked for the seek already made: records
@@ -206,6 +216,11 @@ class WorkerLoop:
         """Pause or seek as the decision says; else the offset to commit (the
         caller commits a batch's partitions in one call)."""
         if decision.pause is not None:
+            if partition not in self.consumer.assigned():
+                # Revoked while the batch was in hand: Faust keeps a pause of
+                # a partition it does not hold, and should the partition come
+                # back, it would stay paused with nothing to resume it.
+                return None
             self.consumer.pause(partition)
             if is_schema_pause(decision.pause):
                 at = decision.paused_at

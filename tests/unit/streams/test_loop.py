@@ -253,6 +253,44 @@ async def test_a_pause_of_a_revoked_partition_is_forgotten(stores: Any) -> None:
     assert loop.paused_at == {} and p.health.ready
 
 
+@pytest.mark.parametrize("revoked", ["before the decision", "after it"])
+@pytest.mark.parametrize("pause", ["newer", "the store is corrupt and needs an operator: cycle"])
+async def test_a_pause_decided_after_its_partition_was_revoked_is_dropped(
+    stores: Any, pause: str, revoked: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch in hand during a rebalance decides its pause after the
+    partition went to another worker (the simulation's seed 16598666): the
+    pause stayed in this worker's readiness, for a partition it no longer
+    held, until the next rebalance, and the consumer was told to pause a
+    partition not assigned to it (Faust keeps that pause if the partition
+    comes back). The new owner reads the record and decides for itself."""
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0, 1}, {0: 1, 1: 0})
+    loop = WorkerLoop(p, consumer)
+    await loop.on_assigned()
+    handle = p.handle
+
+    async def revoke() -> None:
+        consumer.partitions = {1}
+        await loop.on_assigned()
+
+    async def revoked_while_in_hand(partition: int, records: Any) -> Decision:
+        if revoked == "before the decision":
+            await revoke()
+        decision = await handle(partition, records)
+        if pause != "newer":
+            p.health.paused[partition] = pause
+            decision = Decision(pause=pause)
+        if revoked == "after it":
+            await revoke()
+        return decision
+
+    monkeypatch.setattr(p, "handle", revoked_while_in_hand)
+    await loop.on_batch({0: [newer(0)]})
+    assert p.health.ready, p.health.reasons()
+    assert consumer.paused == [] and loop.paused_at == {}
+
+
 async def test_the_lag_timer_reports_lag_per_store_windows_and_pauses(stores: Any) -> None:
     """redstring_consumer_lag (the slower store) and redstring_store_lag_records
     per store; an open rebuild window counted, aged and its progress shown; a

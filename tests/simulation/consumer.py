@@ -223,7 +223,10 @@ class SimFaustConsumer:
         self.chunk.clear()
         self.queue.clear()
         self.read_offset.clear()
-        self.paused.clear()
+        # Faust drops the revoked partitions' pauses, then keeps only the new
+        # assignment's: a pause of a partition this member did not hold (a
+        # batch's late decision) survives, if the partition comes back.
+        self.paused = (self.paused - self._assigned) & set(partitions)
         self.generation = generation
         self._assigned = set(partitions)
         self.position = {p: self.kafka.committed.get(p, 0) for p in partitions}

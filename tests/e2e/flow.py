@@ -13,7 +13,7 @@ from contracts.domain import Position
 from streams.settings import Settings
 from streams.wiring import Stores
 from tests.e2e.histories import publish
-from tests.e2e.workers import WorkerProcess, store_positions
+from tests.e2e.workers import WorkerProcess, high_watermarks, store_positions
 from tests.scenarios.histories import Record
 
 
@@ -63,10 +63,12 @@ async def wait_for_progress(
     at_least: int,
     *,
     workers: Sequence[WorkerProcess] = (),
+    flow: Flow | None = None,
     within: float = 120.0,
 ) -> int:
     """Wait until both stores are past ``at_least`` records; ``workers`` must
-    stay alive meanwhile, and a timeout reports their readiness and logs."""
+    stay alive meanwhile, and a timeout reports their readiness and logs, and
+    how far ``flow`` got publishing."""
     deadline = time.monotonic() + within
     while True:
         done = await progress(stores, settings, topic_id, partitions)
@@ -76,10 +78,19 @@ async def wait_for_progress(
             worker.assert_alive()
         if time.monotonic() > deadline:
             positions = await store_positions(stores, settings.topic, topic_id, partitions)
+            # Log ends equal to the stores' positions: the workers are caught
+            # up, and what stopped is the publishing.
+            ends = await asyncio.to_thread(high_watermarks, settings, partitions)
+            sent = "" if flow is None else f"{flow.published} of {len(flow.records)} published; "
             raise AssertionError(
-                f"stores past {done} records, not {at_least}, after {within}s; next needed "
-                f"offsets graph {positions['graph']} vector {positions['vector']}\n"
-                + "\n".join(w.report() for w in workers)
+                "\n".join(
+                    [
+                        f"stores past {done} records, not {at_least}, after {within}s; "
+                        f"{sent}log ends {ends}; next needed offsets "
+                        f"graph {positions['graph']} vector {positions['vector']}",
+                        *(w.report() for w in workers),
+                    ]
+                )
             )
         await asyncio.sleep(0.05)
 

@@ -78,6 +78,7 @@ async def test_two_workers_one_stopped_mid_run(deployment: Deployment, stores: S
         deployment.partitions,
         200,
         workers=[w1, w2],
+        flow=flow,
     )
     # Both members worked before one of them is stopped.
     before = w2.metrics()
@@ -112,7 +113,7 @@ async def test_kill9_chaos(deployment: Deployment, stores: Stores) -> None:
     thresholds = sorted(rng.sample(range(events // 20, events * 9 // 10), kills))
     started = time.monotonic()
     for threshold in thresholds:
-        await wait_for_progress(*args, threshold, workers=[worker], within=180)
+        await wait_for_progress(*args, threshold, workers=[worker], flow=flow, within=180)
         # A random point inside whatever batch is running at the threshold.
         await asyncio.sleep(rng.uniform(0, 0.5))
         counters.sample(worker)
@@ -420,7 +421,7 @@ async def test_a_worker_frozen_past_its_session_wakes_as_a_zombie(
     await w2.logged("committed the stores' positions", after=0, within=60)
     flow = Flow(deployment.settings, records, chunk=60, pause=0.05).start()
     args = (stores, deployment.settings, deployment.topic_id, deployment.partitions)
-    await wait_for_progress(*args, 200, workers=[w1])
+    await wait_for_progress(*args, 200, workers=[w1], flow=flow)
     assert w1.proc is not None
     seen = w2.log_path.stat().st_size
     await freeze_inside_a_transaction(w1, deployment.settings)

@@ -37,6 +37,20 @@ class Boom(Exception):
     """Raised inside a unit of work to prove it rolls back."""
 
 
+async def _bump_together(store: Any, part: StreamPartition, units: int) -> None:
+    """``units`` units of work at once, each reading the checkpoint and, a
+    moment later, advancing it by one: only a lock that serialises them keeps
+    every advance."""
+
+    async def bump() -> None:
+        async with store.unit_of_work(part) as uow:
+            seen = await uow.checkpoint(part)
+            await asyncio.sleep(0.05)
+            await uow.advance_checkpoint(part, seen + 1)
+
+    await asyncio.wait_for(asyncio.gather(*(bump() for _ in range(units))), timeout=60)
+
+
 class LedgerCompliance:
     """Subclasses provide an async fixture ``store`` and the two hooks below."""
 
@@ -125,15 +139,18 @@ class LedgerCompliance:
         advance is lost and neither sees the other's uncommitted state."""
         part = fresh_partition()
         await store.advance_checkpoint(part, 0)
-
-        async def bump() -> None:
-            async with store.unit_of_work(part) as uow:
-                seen = await uow.checkpoint(part)
-                await asyncio.sleep(0.05)
-                await uow.advance_checkpoint(part, seen + 1)
-
-        await asyncio.wait_for(asyncio.gather(bump(), bump(), bump()), timeout=60)
+        await _bump_together(store, part, 3)
         assert await store.checkpoint(part) == 3
+
+    async def test_the_first_units_of_work_of_a_partition_do_not_interleave(
+        self, store: Any
+    ) -> None:
+        """As above on a partition the store has never seen: there is nothing
+        to lock until the first unit of work creates it, and the units that
+        start together must still run one after the other."""
+        part = fresh_partition()
+        await _bump_together(store, part, 3)
+        assert await store.checkpoint(part) == NO_CHECKPOINT + 3
 
     async def test_a_unit_of_work_may_hold_several_tenants(self, store: Any) -> None:
         part, a, b = fresh_partition(), fresh_tenant(), fresh_tenant()

@@ -36,20 +36,31 @@ class PgLedger:
     def __init__(self, conn: asyncpg.Connection, sql: Statements) -> None:
         self._conn = conn
         self._sql = sql
-        # Checkpoint rows this transaction has locked (one PgUnitOfWork
-        # lives exactly as long as its transaction).
-        self._locked: set[tuple[str, int]] = set()
+        # Checkpoint rows this transaction has locked, as they stand in it
+        # (one PgUnitOfWork lives exactly as long as its transaction): no
+        # other transaction can change a locked row, so its checkpoint is
+        # answered from here, a round trip fewer per unit of work.
+        self._locked: dict[tuple[str, int], Any] = {}
 
     async def lock(self, partition: StreamPartition) -> int:
         """Take the partition's checkpoint row for this transaction; its offset."""
         key = (partition.topic, partition.partition)
         with translated("pgvector.checkpoint lock"):
-            await self._conn.execute(self._sql.ensure_checkpoint_row, *key, partition.topic_id)
             row = await self._conn.fetchrow(self._sql.lock_checkpoint, *key)
-        self._locked.add(key)
+            if row is None:
+                # The partition's first unit of work creates the row to lock;
+                # every later one locks it in one round trip. Two first ones
+                # at once: the second's insert waits for the first's commit,
+                # changes nothing, and its select then locks the row.
+                await self._conn.execute(self._sql.ensure_checkpoint_row, *key, partition.topic_id)
+                row = await self._conn.fetchrow(self._sql.lock_checkpoint, *key)
+        self._locked[key] = row
         return _offset(partition, row)
 
     async def checkpoint(self, partition: StreamPartition) -> int:
+        key = (partition.topic, partition.partition)
+        if key in self._locked:
+            return _offset(partition, self._locked[key])
         with translated("pgvector.checkpoint"):
             row = await self._conn.fetchrow(
                 self._sql.read_checkpoint, partition.topic, partition.partition
@@ -65,10 +76,11 @@ class PgLedger:
         # adapters.ledger_rules); only when it changes nothing is there an
         # error to name, and reading the row then says which.
         with translated("pgvector.advance_checkpoint"):
-            status = await self._conn.execute(
+            row = await self._conn.fetchrow(
                 self._sql.advance_checkpoint, *key, offset, partition.topic_id
             )
-        if status == "UPDATE 1":
+        if row is not None:
+            self._locked[key] = row  # the row as the statement left it
             return
         current = await self.checkpoint(partition)  # TopicRecreatedError, if that is why
         raise regression(partition, current, offset)

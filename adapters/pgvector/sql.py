@@ -194,12 +194,13 @@ class Statements:
         if that moves no checkpoint backwards and the topic id is not another
         incarnation's (as the reference ledger decides); the first real
         checkpoint takes the caller's topic id, later ones keep the stored one
-        unless it was never known."""
+        unless it was never known. Returns the row changed (none: refused)."""
         return (
             f"UPDATE {self.s}.checkpoints SET last_offset = $3, topic_id = CASE "
             "WHEN last_offset IS NULL OR topic_id = '' THEN $4 ELSE topic_id END "
             "WHERE topic = $1 AND partition = $2 AND (last_offset IS NULL OR "
-            "(last_offset <= $3 AND (topic_id = '' OR $4 = '' OR topic_id = $4)))"
+            "(last_offset <= $3 AND (topic_id = '' OR $4 = '' OR topic_id = $4))) "
+            "RETURNING topic_id, last_offset"
         )
 
     @property

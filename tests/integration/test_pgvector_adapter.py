@@ -14,6 +14,7 @@ import random
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import pytest
@@ -286,5 +287,42 @@ async def test_a_tenant_is_deleted_batch_by_batch_in_linear_work(pg_dsn: str, sc
         reads = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
         assert left == 0  # EXPLAIN ANALYZE ran the delete
         assert reads < 10 * rows, f"{reads} buffer reads to delete {rows} rows"
+    finally:
+        await store.aclose()
+
+
+async def test_a_unit_of_work_answers_its_locked_checkpoint_without_a_statement(
+    pg_dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint row a unit of work locked cannot change under it: its
+    reads of the checkpoint, before and after an advance, are answered from
+    the row the lock and the advance returned, and a partition seen before is
+    locked by one statement (docs/performance.md, "What a caught-up worker
+    spends")."""
+    sent: list[str] = []
+    for name in ("execute", "fetch", "fetchrow", "fetchval"):
+        method = getattr(asyncpg.connection.Connection, name)
+
+        async def counted(self: Any, query: str, *args: Any, _m: Any = method, **kw: Any) -> Any:
+            sent.append(query)
+            return await _m(self, query, *args, **kw)
+
+        monkeypatch.setattr(asyncpg.connection.Connection, name, counted)
+    part = StreamPartition(f"t-{uuid.uuid4().hex[:8]}", 0, "topic-id")
+    store = await PgVectorStore.open(pg_dsn, IDENTITY, schema=schema, max_size=2)
+    try:
+        await store.advance_checkpoint(part, 3)
+        sent.clear()
+        async with store.unit_of_work(part) as uow:
+            locked = len(sent)
+            assert await uow.checkpoint(part) == 3
+            await uow.advance_checkpoint(part, 7)
+            advanced = len(sent)
+            assert await uow.checkpoint(part) == 7
+            assert len(sent) == advanced
+        assert [q for q in sent[:locked] if "checkpoints" in q] == [sent[locked - 1]]
+        assert "FOR UPDATE" in sent[locked - 1]
+        assert advanced == locked + 1
+        assert await store.checkpoint(part) == 7
     finally:
         await store.aclose()

@@ -7,6 +7,7 @@ unit of work; the fold writes the result back in the same unit of work.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -107,11 +108,15 @@ class Admission:
             self.checkpoint = self.last_scanned
 
 
-async def next_needed_offset(ledger: ProjectionLedger, partition: StreamPartition) -> int:
-    """docs/design.md 5.2: the lowest offset this store still needs, from the store alone."""
-    windows = [
-        m.applied_through + 1
-        for m in await ledger.rebuild_markers(partition)
-        if m.state == "rebuilding"
-    ]
+async def next_needed_offset(
+    ledger: ProjectionLedger,
+    partition: StreamPartition,
+    markers: Iterable[RebuildMarker] | None = None,
+) -> int:
+    """docs/design.md 5.2: the lowest offset this store still needs, from the store
+    alone. ``markers``: the partition's open rebuild markers, when the caller has
+    just read them from this store (a read fewer)."""
+    if markers is None:
+        markers = await ledger.rebuild_markers(partition)
+    windows = [m.applied_through + 1 for m in markers if m.state == "rebuilding"]
     return min(windows) if windows else await ledger.checkpoint(partition) + 1

@@ -45,6 +45,7 @@ from contracts.events import TenantReplayRequestedEvent
 from contracts.ids import TenantId
 from contracts.limits import DEFAULT_LIMITS, EventLimits
 from contracts.signing import ControlKeys
+from projections.admission import next_needed_offset
 from projections.batch import is_control
 from projections.fold import Fold
 from projections.records import FoldReport, LogRecord
@@ -398,13 +399,12 @@ class Projector:
         the tick, instead of waiting out an outage and clearing the readiness
         reason a batch set while it retries."""
         part = self.stream_partition(partition)
-        return {
-            store: (
-                await fold.next_needed_offset(part),
-                list(await fold.store.rebuild_markers(part)),
-            )
-            for store, fold in zip(STORES, self.folds, strict=False)
-        }
+        views: dict[str, tuple[int, list[RebuildMarker]]] = {}
+        for store, fold in zip(STORES, self.folds, strict=False):
+            # The markers read once: the position is computed from them.
+            markers = list(await fold.store.rebuild_markers(part))
+            views[store] = (await next_needed_offset(fold.store, part, markers), markers)
+        return views
 
     async def position(self, partition: int) -> int:
         """Where the stores need the partition read from, as of this worker's

@@ -496,3 +496,44 @@ async def test_offsets_the_broker_says_hold_no_record_are_not_a_hole(stores: Any
     decision = await p.handle(0, [raw(8, log[8])])
     assert decision.seek == 7
     assert await graph.get_entity(TenantId("e"), EntityId("u")) is None
+
+
+class Counting:
+    """Wraps a store; counts its ledger reads."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.reads: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def rebuild_markers(self, partition: Any) -> Any:
+        self.reads.append("rebuild_markers")
+        return await self._inner.rebuild_markers(partition)
+
+    async def checkpoint(self, partition: Any) -> int:
+        self.reads.append("checkpoint")
+        return int(await self._inner.checkpoint(partition))
+
+
+async def test_the_lag_view_reads_each_store_twice_a_partition(stores: Any) -> None:
+    """The lag timer asks every held partition's stores on each tick: the
+    markers once (the position is computed from them) and the checkpoint only
+    when no rebuild window is open."""
+    graph, vector = (Counting(store) for store in stores)
+    p = projector(graph, vector, ListSink())
+    await p.handle(0, [raw(0, doc("a", "x")), raw(1, doc("b", "y"))])
+    graph.reads.clear()
+    vector.reads.clear()
+    view = await p.stores_view(0)
+    assert view == {"graph": (2, []), "vector": (2, [])}
+    assert graph.reads == vector.reads == ["rebuild_markers", "checkpoint"]
+    replay = signing.sign(
+        make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY, topic_id="tid"
+    )
+    await p.handle(0, [raw(2, replay)])
+    graph.reads.clear()
+    view = await p.stores_view(0)
+    assert view["graph"][0] == 0 and len(view["graph"][1]) == 1
+    assert graph.reads == ["rebuild_markers"]

@@ -130,6 +130,11 @@ class Fold(abc.ABC, Generic[U]):
     @abc.abstractmethod
     async def apply_unmerge(self, uow: U, event: EntitiesUnmergedEvent, tally: Tally) -> None: ...
 
+    def look_ahead(self, uow: U, records: Sequence[LogRecord]) -> None:
+        """Before a unit of work's first call: tell it what this fold will ask
+        of it for ``records`` (the segment, before admission), which a store
+        may read with its first statement. By default nothing."""
+
     # -- the loop over a batch -------------------------------------------
 
     async def next_needed_offset(self, partition: StreamPartition) -> int:
@@ -237,6 +242,7 @@ class Fold(abc.ABC, Generic[U]):
         tally = Tally()
         try:
             async with self.store.unit_of_work(partition) as uow:
+                self.look_ahead(uow, segment.records)
                 # The tenant ledgers first: a store may read them with its lock
                 # (ADR 0004), a round trip fewer than after the admission reads.
                 ledgers = await _read_tenants(uow, segment.records)

@@ -25,13 +25,14 @@ from contracts.ids import EntityId, TenantId
 from contracts.ports.graph import (
     GraphUnitOfWork,
     ProjectedGraphStore,
+    ResolutionAhead,
     TenantResolution,
     TenantUpserts,
 )
 from projections.batch import Admitted
 from projections.chunks import DEFAULT_CHUNK, chunks
 from projections.fold import Fold, MergeRefused
-from projections.records import Tally
+from projections.records import LogRecord, Tally
 
 V = TypeVar("V", Entity, Relationship)
 
@@ -172,6 +173,20 @@ class GraphProjection(Fold[GraphUnitOfWork]):
                     len(entity.embedding),
                     f"entity {entity.id!r} embedding",
                 )
+
+    def look_ahead(self, uow: GraphUnitOfWork, records: Sequence[LogRecord]) -> None:
+        """The edge endpoints of the segment's extractions, for a store that
+        resolves ids with its first statement (``ResolutionAhead``): what
+        ``_resolve_run`` asks, for the events admission keeps. A segment with
+        more of them than one chunk resolves them chunk by chunk, as before."""
+        if not isinstance(uow, ResolutionAhead):
+            return
+        asks: dict[TenantId, set[EntityId]] = {}
+        for record in records:
+            if isinstance(record.event, DocumentExtractedEvent):
+                asks.setdefault(record.event.tenant, set()).update(_endpoints([record.event]))
+        if asks and sum(len(ids) for ids in asks.values()) <= self.chunk:
+            uow.resolve_ahead({tenant: sorted(ids) for tenant, ids in asks.items()})
 
     async def apply_run(self, uow: GraphUnitOfWork, run: Sequence[Admitted], tally: Tally) -> None:
         by_tenant: dict[TenantId, list[DocumentExtractedEvent]] = {}

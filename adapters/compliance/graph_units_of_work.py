@@ -26,8 +26,13 @@ from adapters.compliance.graph_support import (
 from contracts.domain import Entity, RebuildMarker, Relationship
 from contracts.errors import AliasCycleError, MissingEntityError, TenantIsolationError
 from contracts.ids import EventId, TenantId
-from contracts.ports.graph import ProjectedGraphStore, TenantResolution, TenantUpserts
-from contracts.ports.ledger import NO_CHECKPOINT
+from contracts.ports.graph import (
+    ProjectedGraphStore,
+    ResolutionAhead,
+    TenantResolution,
+    TenantUpserts,
+)
+from contracts.ports.ledger import NO_CHECKPOINT, TenantLedgerReads
 
 
 class Boom(Exception):
@@ -89,6 +94,58 @@ class UnitOfWorkTier:
                 pytest.skip("this store's units of work resolve tenant by tenant")
             with pytest.raises(AliasCycleError) as raised:
                 await uow.resolve_entity_ids_by_tenant({a: [eid("p")], b: [eid("a")]})
+            assert (raised.value.tenant_id, raised.value.entity_id) == (b, "a")
+
+    async def test_ids_told_ahead_resolve_as_when_asked(self, store: ProjectedGraphStore) -> None:
+        """``resolve_ahead`` (contracts.ports.graph.ResolutionAhead, which a
+        store may offer) changes no answer: ids told before the unit of work's
+        first call resolve as ``resolve_entity_ids`` resolves them, ids not
+        told ahead too, and an alias the unit of work writes afterwards
+        counts, for ids told ahead as for the others."""
+        a, b, p = fresh_tenant(), fresh_tenant(), fresh_partition()
+        for absorbed, canonical in [("x", "y"), ("y", "z")]:
+            await store.upsert_alias(a, alias(a, absorbed, canonical))
+        async with store.unit_of_work(p) as uow:
+            if not isinstance(uow, ResolutionAhead) or not isinstance(uow, TenantResolution):
+                pytest.skip("this store's units of work are not told ids ahead")
+            uow.resolve_ahead({a: [eid("x"), eid("q")], b: [eid("x")]})
+            # The graph fold's first call.
+            if isinstance(uow, TenantLedgerReads):
+                await uow.tenant_ledgers({a: [], b: []})
+            else:
+                await uow.checkpoint(p)
+            told = {a: [eid("x"), eid("q")], b: [eid("x")]}
+            assert await uow.resolve_entity_ids_by_tenant(told) == {
+                a: {"x": "z", "q": "q"},
+                b: {"x": "x"},
+            }
+            assert await uow.resolve_entity_ids_by_tenant({a: [eid("y"), eid("x")]}) == {
+                a: {"y": "z", "x": "z"}
+            }
+            await uow.upsert_alias(b, alias(b, "x", "w"))
+            await uow.upsert_alias(a, alias(a, "q", "x"))
+            assert await uow.resolve_entity_ids_by_tenant(told) == {
+                a: {"x": "z", "q": "z"},
+                b: {"x": "w"},
+            }
+            assert await uow.resolve_entity_ids(b, [eid("x")]) == {"x": "w"}
+
+    @pytest.mark.timeout(HANG_TIMEOUT)
+    async def test_ids_told_ahead_raise_on_a_cycle_when_asked(
+        self, store: ProjectedGraphStore
+    ) -> None:
+        b, p = fresh_tenant(), fresh_partition()
+        # No legal merge closes a cycle: written directly, as a corrupt store.
+        await store.upsert_alias(b, alias(b, "a", "b"))
+        await store.upsert_alias(b, alias(b, "b", "a"))
+        async with store.unit_of_work(p) as uow:
+            if not isinstance(uow, ResolutionAhead) or not isinstance(uow, TenantResolution):
+                pytest.skip("this store's units of work are not told ids ahead")
+            uow.resolve_ahead({b: [eid("a"), eid("c")]})
+            if isinstance(uow, TenantLedgerReads):
+                await uow.tenant_ledgers({b: []})
+            with pytest.raises(AliasCycleError) as raised:
+                await uow.resolve_entity_ids_by_tenant({b: [eid("c"), eid("a")]})
             assert (raised.value.tenant_id, raised.value.entity_id) == (b, "a")
 
     async def test_a_unit_of_work_upserts_several_tenants_as_each_alone(

@@ -278,6 +278,10 @@ class GraphView(MemoryLedger, ClosingContext):
             for tenant, ids in asked.items()
         }
 
+    def resolve_ahead(self, asks: Mapping[TenantId, Sequence[EntityId]]) -> None:
+        """Nothing to send ahead: resolution reads memory when asked
+        (contracts.ports.graph.ResolutionAhead)."""
+
     # RelationshipStore
 
     async def upsert_relationships(

@@ -26,7 +26,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Final
 
-from adapters.neo4j.ledger_cypher import WRITE_DEFERRED
+from adapters.neo4j.ledger_cypher import WRITE_DEFERRED, resolve_walk
 from contracts.validation import check_type_name
 
 #: The store's own labels. An entity type spelled like one gets no type label
@@ -156,20 +156,13 @@ RETURN a.id AS alias_id, r.reason AS reason, r.tenant_id AS tenant_id, a.tenant_
 #: the pattern. On a cycle that rule ends the walk with no chain end, which
 #: alone would read as "resolves to itself"; an alias row with no end is the
 #: cycle the store raises on.
-_resolve_walk: Final = """WHERE EXISTS { (s)-[:ALIAS_OF]->() }
-CALL (s) {
-  OPTIONAL MATCH walk = (s)-[:ALIAS_OF*]->(end:AliasId)
-  WHERE NOT EXISTS { (end)-[:ALIAS_OF]->() }
-  RETURN collect(end.id) AS ends, collect(end.tenant_id) AS tenants, max(length(walk)) AS hops
-}
-"""
 
 RESOLVE: Final = (
     """
 UNWIND $ids AS id
 MATCH (s:AliasId {tenant_id: $tenant, id: id})
 """
-    + _resolve_walk
+    + resolve_walk
     + """RETURN id, s.tenant_id AS tenant_id, ends, tenants, hops
 """
 )
@@ -182,7 +175,7 @@ UNWIND $asks AS ask
 UNWIND ask.ids AS id
 MATCH (s:AliasId {tenant_id: ask.tenant, id: id})
 """
-    + _resolve_walk
+    + resolve_walk
     + """RETURN ask.tenant AS asked, id, s.tenant_id AS tenant_id, ends, tenants, hops
 """
 )

@@ -20,7 +20,7 @@ from adapters.neo4j.rows import marker_from, partition_params
 from adapters.neo4j.runner import Blame, Runner
 from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
 from contracts.errors import TenantIsolationError
-from contracts.ids import EventId, TenantId
+from contracts.ids import EntityId, EventId, TenantId
 from contracts.ids import tenant_id as valid_tenant
 from contracts.ports.ledger import NO_CHECKPOINT
 
@@ -119,6 +119,14 @@ class Neo4jLedger:
         self._locked: LockedPartition | None = None
         # A lock asked for and not yet taken (``lock_on_first_statement``).
         self._pending: StreamPartition | None = None
+        # Ids the fold will resolve, sent with the first statement if it is
+        # the tenant ledgers' (``resolve_ahead``), and what that statement's
+        # walks found for them, by tenant and id: valid until the unit of work
+        # writes anything (``_statement``, ``_defer``), since only a write of
+        # this transaction could change them under its lock's tenants.
+        self._ahead: dict[TenantId, list[str]] = {}
+        self.walks_ahead: dict[TenantId, dict[str, Any]] | None = None
+        self.asked_ahead: dict[TenantId, set[str]] = {}
 
     async def _own(self, partition: StreamPartition) -> LockedPartition | None:
         await self._take_pending_lock()
@@ -140,6 +148,14 @@ class Neo4jLedger:
         statement and every answer from the locked partition waits for the
         lock, so nothing is read or written before it is held (ADR 0004)."""
         self._pending = partition
+
+    def resolve_ahead(self, asks: Mapping[TenantId, Sequence[EntityId]]) -> None:
+        """Have the first statement, when it is the tenant ledgers' read, walk
+        these ids' aliases too (contracts.ports.graph.ResolutionAhead). Told
+        after the first statement, or on the store's direct view, it is
+        ignored: the ids are resolved when asked."""
+        if self._pending is not None:
+            self._ahead = {tenant: [str(i) for i in ids] for tenant, ids in asks.items()}
 
     async def _take_pending_lock(self) -> None:
         pending, self._pending = self._pending, None
@@ -172,19 +188,23 @@ class Neo4jLedger:
 
     def release_partition(self) -> None:
         """The unit of work has ended: its calls reach the (closed) runner again."""
-        self._locked = self._pending = None
+        self._locked = self._pending = self.walks_ahead = None
+        self._ahead, self.asked_ahead = {}, {}
 
     async def _statement(
         self, query: Any, params: dict[str, Any], *, write: bool, blame: Blame
     ) -> list[Any]:
         """Every statement goes through here: after the pending lock, if any."""
         await self._take_pending_lock()
+        if write:
+            self.walks_ahead = None
         return await self._runner.run(query, params, write=write, blame=blame)
 
     async def _defer(
         self, query: Any, params: dict[str, Any], blame: Blame, joins: dict[str, Any]
     ) -> None:
         await self._take_pending_lock()
+        self.walks_ahead = None
         await self._runner.defer(query, params, blame, joins)
 
     async def _read(self, query: Any, params: dict[str, Any], what: str) -> list[Any]:
@@ -280,21 +300,34 @@ class Neo4jLedger:
         asked = {tenant: sorted(set(ids)) for tenant, ids in wanted.items()}
         if not asked:
             return {}
+        pending, self._pending = self._pending, None
+        ahead, self._ahead = (self._ahead, {}) if pending is not None else ({}, {})
         rows = []
         for tenant, ids in sorted(asked.items()):
             buffered = self._locked.applied_of(tenant, ids) if self._locked is not None else set()
-            rows.append(
-                {"tenant": valid_tenant(tenant), "ids": [i for i in ids if i not in buffered]}
-            )
-        pending, self._pending = self._pending, None
+            row: dict[str, Any] = {
+                "tenant": valid_tenant(tenant),
+                "ids": [i for i in ids if i not in buffered],
+            }
+            if ahead:
+                row["resolve"] = sorted(set(ahead.get(tenant, ())))
+            rows.append(row)
         if pending is None:
             records = await self._read(q.TENANT_LEDGERS, {"tenants": rows}, "tenant_ledgers")
         else:
-            # The unit of work's first statement: its lock with the ledgers.
+            # The unit of work's first statement: its lock with the ledgers,
+            # and the aliases of the ids its fold will resolve, if told.
             params = {**partition_params(pending), "token": uuid.uuid4().hex, "tenants": rows}
             what = "lock the checkpoint and read the tenant ledgers"
-            records = await self._write(q.LOCK_WITH_TENANT_LEDGERS, params, what)
+            query = q.LOCK_WITH_TENANT_LEDGERS_AND_RESOLVE if ahead else q.LOCK_WITH_TENANT_LEDGERS
+            records = await self._write(query, params, what)
             self._hold(pending, records[0])
+            if ahead:
+                self.asked_ahead = {tenant: set(ahead.get(tenant, ())) for tenant in asked}
+                self.walks_ahead = {
+                    TenantId(record["tenant"]): {walk["id"]: walk for walk in record["walks"]}
+                    for record in records
+                }
         found: dict[TenantId, tuple[ErasureTombstone | None, set[EventId]]] = {}
         for record in records:
             tenant = TenantId(record["tenant"])

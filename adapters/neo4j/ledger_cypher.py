@@ -128,8 +128,8 @@ RETURN a.event_id AS id
 #: ``ERASURE_TOMBSTONE`` and ``APPLIED_EVENT_IDS`` for several tenants
 #: (``$tenants``: maps of tenant and ids) in one statement.
 _tenant_rows: Final = f"""UNWIND $tenants AS t
-OPTIONAL MATCH (s:ErasureTombstone {{tenant_id: t.tenant}})
-RETURN t.tenant AS tenant, properties(s) AS stone,
+OPTIONAL MATCH (stone:ErasureTombstone {{tenant_id: t.tenant}})
+RETURN t.tenant AS tenant, properties(stone) AS stone,
        COLLECT {{
          UNWIND t.ids AS id
          MATCH (a:AppliedEvent {{tenant_id: t.tenant, event_id: id}})
@@ -151,6 +151,42 @@ LOCK_WITH_TENANT_LEDGERS: Final = (
     + "\n"
     + _tenant_rows
     + ",\n       offset, topic_id, markers\n"
+)
+
+#: The walk from an id's ``AliasId`` node ``s`` to the end of its alias chain
+#: (cypher.RESOLVE): the ends, their tenants and the longest walk's length.
+#: Only ids with an outgoing alias edge are walked; the others resolve to
+#: themselves.
+resolve_walk: Final = """WHERE EXISTS { (s)-[:ALIAS_OF]->() }
+CALL (s) {
+  OPTIONAL MATCH walk = (s)-[:ALIAS_OF*]->(end:AliasId)
+  WHERE NOT EXISTS { (end)-[:ALIAS_OF]->() }
+  RETURN collect(end.id) AS ends, collect(end.tenant_id) AS tenants, max(length(walk)) AS hops
+}
+"""
+
+#: ``LOCK_WITH_TENANT_LEDGERS`` that also walks each tenant row's ``resolve``
+#: ids as ``RESOLVE`` does (``walks``: one map per id that has an alias), for
+#: a unit of work told the ids its fold will resolve (``resolve_ahead``,
+#: contracts.ports.graph.ResolutionAhead): the resolution's round trip rides
+#: on the first statement's.
+LOCK_WITH_TENANT_LEDGERS_AND_RESOLVE: Final = (
+    _lock
+    + "WITH "
+    + _locked_columns
+    + "\n"
+    + _tenant_rows
+    + """,
+       COLLECT {
+         UNWIND t.resolve AS id
+         MATCH (s:AliasId {tenant_id: t.tenant, id: id})
+         """
+    + resolve_walk
+    + """         RETURN {id: id, tenant_id: s.tenant_id, ends: ends, tenants: tenants,
+                 hops: hops}
+       } AS walks,
+       offset, topic_id, markers
+"""
 )
 
 RECORD_APPLIED_EVENTS: Final = """

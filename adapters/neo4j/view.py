@@ -246,7 +246,10 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
                 wanted[part.tenant] = list(dict.fromkeys(ids))
         rows = [{"tenant": t, "ids": ids} for t, ids in sorted(wanted.items()) if ids]
         walks: dict[TenantId, dict[str, Any]] = {tenant: {} for tenant in wanted}
-        if rows:
+        ahead = self._walked_ahead(wanted)
+        if ahead is not None:
+            walks = ahead
+        elif rows:
             blame = Blame(
                 "neo4j.graph.resolve_entity_ids_by_tenant",
                 None,
@@ -262,6 +265,20 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
             with _scoped(tenant, "resolve_entity_ids_by_tenant") as part:
                 resolved[tenant] = self._resolved(part, ids, walks[tenant])
         return resolved
+
+    def _walked_ahead(
+        self, wanted: Mapping[TenantId, Sequence[EntityId]]
+    ) -> dict[TenantId, dict[str, Any]] | None:
+        """The walks of ``wanted``'s ids that the first statement read
+        (``resolve_ahead``), if it read every one of them and nothing was
+        written since; else None."""
+        walked = self.walks_ahead
+        if walked is None:
+            return None
+        for tenant, ids in wanted.items():
+            if ids and not set(ids) <= self.asked_ahead.get(tenant, set()):
+                return None
+        return {tenant: walked.get(tenant, {}) for tenant in wanted}
 
     def _resolved(
         self, part: Partition, asked: Sequence[EntityId], walks: Mapping[str, Any]

@@ -119,6 +119,23 @@ class TenantResolution(Protocol):
 
 
 @runtime_checkable
+class ResolutionAhead(Protocol):
+    """What a unit of work may offer besides ``TenantResolution``: being told,
+    before its first call, the ids it is about to be asked to resolve, so that
+    it may resolve them with its first statement instead of a statement of
+    their own (a round trip per unit of work; docs/performance.md, "What a
+    caught-up worker spends"). It changes no answer: a store that uses it
+    answers ``resolve_entity_ids_by_tenant`` from what its first statement
+    read only while nothing the unit of work wrote could change it, and asks
+    again otherwise; a store may ignore it."""
+
+    def resolve_ahead(self, asks: Mapping[TenantId, Sequence[EntityId]]) -> None:
+        """The ids of each tenant that ``resolve_entity_ids_by_tenant`` will
+        likely be asked about next (more may be asked; fewer is fine)."""
+        ...
+
+
+@runtime_checkable
 class TenantUpserts(Protocol):
     """What a unit of work may offer besides ``EntityWriter`` and
     ``RelationshipStore``: several tenants' entities and edges in one write,

@@ -3,6 +3,7 @@ ceiling, the Kafka ceiling and a peer (docs/design.md 10; issue 10).
 
     python -m bench.e2e [--size tiny|small|large|xlarge] [--seed N] [--no-peer]
                         [--capacity PxW] [--profile] [--results DIR] [--keep]
+                        [--latency-rate EVENTS_PER_S]
 
 One run, on the local stack (``redstring dev up``; endpoints from REDSTRING_*
 or ``.devstack/env``):
@@ -166,6 +167,9 @@ class Report:
     sides: list[Side] = field(default_factory=list)
     #: per offered level ("0.25", "0.5", "0.9" of the 1-worker rate): p50 ...
     latency_ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: the rate the levels are fractions of, when given (--latency-rate);
+    #: None: the 1-worker rate measured in the same round
+    latency_rate: float | None = None
     replay: dict[str, float] = field(default_factory=dict)
     #: the replay tenant's first projection (one partition, batches of REPLAY_BATCH)
     growth: dict[str, float] = field(default_factory=dict)
@@ -1183,8 +1187,11 @@ async def run_suite(
     accumulate: bool = False,
     only: Sequence[str] = (),
     capacity: tuple[int, int] | None = None,
+    latency_rate: float | None = None,
 ) -> Report:
-    """``capacity``: (partitions, workers) of the capacity side, if it runs."""
+    """``capacity``: (partitions, workers) of the capacity side, if it runs;
+    ``latency_rate``: the rate whose fractions the latency phases offer, instead
+    of the measured 1-worker rate (two builds compared at the same load)."""
     load_stack_env()
     size = SIZES[size_name]
     bench = Bench(size, seed, results, peer=peer, profile=profile)
@@ -1240,6 +1247,9 @@ async def run_suite(
             async def measure_latency(
                 rate: float, tenants: list[str] = tenants1, topic: str = topic1
             ) -> None:
+                if latency_rate is not None:
+                    rate = latency_rate
+                    report.latency_rate = latency_rate
                 for level, fraction in enumerate(LATENCY_LEVELS):
                     offered = max(2.0, round(rate * fraction, 1))
                     print(
@@ -1603,9 +1613,14 @@ def render_markdown(report: Report) -> str:
     for key in sorted(report.latency_ms, key=float):
         lat = report.latency_ms[key]
         p99 = f"**{lat['p99']:.0f} ms**" if float(key) == 0.5 else f"{lat['p99']:.0f} ms"
+        of = (
+            "the 1-worker rate"
+            if report.latency_rate is None
+            else f"{report.latency_rate:g} events/s (--latency-rate)"
+        )
         lines.append(
             f"| end-to-end latency, publish to visible in both stores, at {float(key):.0%} of "
-            f"the 1-worker rate ({lat['offered_per_s']} events/s offered, {lat['events']:.0f} "
+            f"{of} ({lat['offered_per_s']} events/s offered, {lat['events']:.0f} "
             f"events) | p50 {lat['p50']:.0f} ms, p95 {lat['p95']:.0f} ms, p99 {p99} |"
         )
     if report.replay:
@@ -1765,6 +1780,15 @@ def main() -> None:
     parser.add_argument(
         "--plot", type=Path, default=None, help=f"also copy the plot here (e.g. {PLOT})"
     )
+    parser.add_argument(
+        "--latency-rate",
+        type=float,
+        default=None,
+        metavar="EVENTS_PER_S",
+        help="offer the latency phases 25/50/90%% of this rate instead of the measured "
+        "1-worker rate, which moves from run to run: for comparing two builds at the "
+        "same offered load",
+    )
     args = parser.parse_args()
     asyncio.run(
         run_suite(
@@ -1777,6 +1801,7 @@ def main() -> None:
             accumulate=args.accumulate,
             only=[name.strip() for name in args.only.split(",") if name.strip()],
             capacity=args.capacity,
+            latency_rate=args.latency_rate,
         )
     )
     if args.plot is not None:

@@ -125,8 +125,8 @@ class Neo4jLedger:
         # writes anything (``_statement``, ``_defer``), since only a write of
         # this transaction could change them under its lock's tenants.
         self._ahead: dict[TenantId, list[str]] = {}
-        self.walks_ahead: dict[TenantId, dict[str, Any]] | None = None
-        self.asked_ahead: dict[TenantId, set[str]] = {}
+        self._walks_ahead: dict[TenantId, dict[str, Any]] | None = None
+        self._asked_ahead: dict[TenantId, set[str]] = {}
 
     async def _own(self, partition: StreamPartition) -> LockedPartition | None:
         await self._take_pending_lock()
@@ -188,8 +188,8 @@ class Neo4jLedger:
 
     def release_partition(self) -> None:
         """The unit of work has ended: its calls reach the (closed) runner again."""
-        self._locked = self._pending = self.walks_ahead = None
-        self._ahead, self.asked_ahead = {}, {}
+        self._locked = self._pending = self._walks_ahead = None
+        self._ahead, self._asked_ahead = {}, {}
 
     async def _statement(
         self, query: Any, params: dict[str, Any], *, write: bool, blame: Blame
@@ -197,14 +197,14 @@ class Neo4jLedger:
         """Every statement goes through here: after the pending lock, if any."""
         await self._take_pending_lock()
         if write:
-            self.walks_ahead = None
+            self._walks_ahead = None
         return await self._runner.run(query, params, write=write, blame=blame)
 
     async def _defer(
         self, query: Any, params: dict[str, Any], blame: Blame, joins: dict[str, Any]
     ) -> None:
         await self._take_pending_lock()
-        self.walks_ahead = None
+        self._walks_ahead = None
         await self._runner.defer(query, params, blame, joins)
 
     async def _read(self, query: Any, params: dict[str, Any], what: str) -> list[Any]:
@@ -323,8 +323,8 @@ class Neo4jLedger:
             records = await self._write(query, params, what)
             self._hold(pending, records[0])
             if ahead:
-                self.asked_ahead = {tenant: set(ahead.get(tenant, ())) for tenant in asked}
-                self.walks_ahead = {
+                self._asked_ahead = {tenant: set(ahead.get(tenant, ())) for tenant in asked}
+                self._walks_ahead = {
                     TenantId(record["tenant"]): {walk["id"]: walk for walk in record["walks"]}
                     for record in records
                 }

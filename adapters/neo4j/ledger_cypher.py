@@ -144,14 +144,9 @@ TENANT_LEDGERS: Final = _tenant_rows + "\n"
 #: lock with them, a round trip fewer (ADR 0004). A row per tenant of
 #: ``$tenants`` (never empty), each with the partition's columns, read once
 #: the lock is taken, as ``LOCK_PARTITION`` reads them.
-LOCK_WITH_TENANT_LEDGERS: Final = (
-    _lock
-    + "WITH "
-    + _locked_columns
-    + "\n"
-    + _tenant_rows
-    + ",\n       offset, topic_id, markers\n"
-)
+_lock_with_tenant_rows: Final = _lock + "WITH " + _locked_columns + "\n" + _tenant_rows
+
+LOCK_WITH_TENANT_LEDGERS: Final = _lock_with_tenant_rows + ",\n       offset, topic_id, markers\n"
 
 #: The walk from an id's ``AliasId`` node ``s`` to the end of its alias chain
 #: (cypher.RESOLVE): the ends, their tenants and the longest walk's length.
@@ -171,11 +166,7 @@ CALL (s) {
 #: contracts.ports.graph.ResolutionAhead): the resolution's round trip rides
 #: on the first statement's.
 LOCK_WITH_TENANT_LEDGERS_AND_RESOLVE: Final = (
-    _lock
-    + "WITH "
-    + _locked_columns
-    + "\n"
-    + _tenant_rows
+    _lock_with_tenant_rows
     + """,
        COLLECT {
          UNWIND t.resolve AS id

@@ -272,11 +272,11 @@ class Neo4jGraphView(Neo4jLedger, ClosingContext):
         """The walks of ``wanted``'s ids that the first statement read
         (``resolve_ahead``), if it read every one of them and nothing was
         written since; else None."""
-        walked = self.walks_ahead
+        walked = self._walks_ahead
         if walked is None:
             return None
         for tenant, ids in wanted.items():
-            if ids and not set(ids) <= self.asked_ahead.get(tenant, set()):
+            if ids and not set(ids) <= self._asked_ahead.get(tenant, set()):
                 return None
         return {tenant: walked.get(tenant, {}) for tenant in wanted}
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from adapters.compliance.ledger_across import UnitsAcrossPartitionsTier
 from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
 from contracts.errors import CheckpointRegressionError, TopicRecreatedError
 from contracts.ids import EventId, TenantId
@@ -51,7 +52,7 @@ async def _bump_together(store: Any, part: StreamPartition, units: int) -> None:
     await asyncio.wait_for(asyncio.gather(*(bump() for _ in range(units))), timeout=60)
 
 
-class LedgerCompliance:
+class LedgerCompliance(UnitsAcrossPartitionsTier):
     """Subclasses provide an async fixture ``store`` and the two hooks below."""
 
     async def write_tenant_fact(self, uow: Any, tenant: TenantId) -> None:

@@ -39,10 +39,12 @@ from contracts.domain import (
 )
 from contracts.errors import AliasCycleError, MissingEntityError
 from contracts.ids import EntityId, TenantId
+from contracts.ports.ledger import lock_order
 from contracts.ports.lifecycle import ClosingContext
 
 if TYPE_CHECKING:
     from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
+    from contracts.ports.ledger import UnitsAcrossPartitions
 
 K = TypeVar("K", bound=Any)
 V = TypeVar("V")
@@ -418,6 +420,15 @@ class InMemoryGraphStore(ClosingContext):
             yield view
 
     @asynccontextmanager
+    async def unit_of_work_across(
+        self, partitions: Sequence[StreamPartition]
+    ) -> AsyncIterator[GraphUnitOfWork]:
+        """contracts.ports.ledger.UnitsAcrossPartitions: the one lock covers them all."""
+        lock_order(partitions)
+        async with self._transaction() as view:
+            yield view
+
+    @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[GraphView]:
         if self._closed:
             raise RuntimeError("the graph store is closed")
@@ -496,4 +507,5 @@ class InMemoryGraphStore(ClosingContext):
 if TYPE_CHECKING:
     # mypy proves the store and its units of work conform to the ports.
     _store: type[ProjectedGraphStore] = InMemoryGraphStore
+    _across: type[UnitsAcrossPartitions[GraphUnitOfWork]] = InMemoryGraphStore
     _unit: type[GraphUnitOfWork] = GraphView

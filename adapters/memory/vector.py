@@ -34,11 +34,13 @@ from contracts.domain import (
 )
 from contracts.errors import AliasCycleError, DimensionMismatchError
 from contracts.ids import EntityId, TenantId
+from contracts.ports.ledger import lock_order
 from contracts.ports.lifecycle import ClosingContext
 from contracts.ports.vector import VectorUnitOfWork
 from contracts.validation import check_id_text, check_query_vector
 
 if TYPE_CHECKING:
+    from contracts.ports.ledger import UnitsAcrossPartitions
     from contracts.ports.vector import ProjectedVectorStore
 
 __all__ = ["InMemoryVectorStore", "VectorState"]
@@ -308,6 +310,13 @@ class InMemoryVectorStore(ClosingContext):
         del partition  # one lock covers every partition of an in-memory store
         return self._transaction()
 
+    def unit_of_work_across(
+        self, partitions: Sequence[StreamPartition]
+    ) -> AbstractAsyncContextManager[VectorUnitOfWork]:
+        """contracts.ports.ledger.UnitsAcrossPartitions: the one lock covers them all."""
+        lock_order(partitions)
+        return self._transaction()
+
     async def _direct_read(self, name: str, call: Callable[[VectorView], Awaitable[T]]) -> T:
         return await call(self._committed())
 
@@ -353,4 +362,5 @@ class InMemoryVectorStore(ClosingContext):
 if TYPE_CHECKING:
     # mypy proves the store and its units of work conform to the ports.
     _store: type[ProjectedVectorStore] = InMemoryVectorStore
+    _across: type[UnitsAcrossPartitions[VectorUnitOfWork]] = InMemoryVectorStore
     _unit: type[VectorUnitOfWork] = VectorView

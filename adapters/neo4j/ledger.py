@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,10 +50,10 @@ def _aware(moment: datetime) -> datetime:
 
 @dataclass
 class LockedPartition:
-    """A unit of work's own partition: its checkpoint and rebuild markers as
+    """A partition of a unit of work: its checkpoint and rebuild markers as
     read under the checkpoint lock, kept current through the unit of work's own
-    writes, and the ledger writes deferred to one statement before commit (the
-    checkpoint advance and the applied event ids).
+    writes, and whether its checkpoint moved (written by the deferred write,
+    one statement before commit, with the unit of work's applied event ids).
 
     Nothing else can change the checkpoint or the markers until commit: the
     lock is held from the first statement, and every writer of either takes it
@@ -67,11 +67,6 @@ class LockedPartition:
     topic_id: str
     markers: dict[TenantId, RebuildMarker]
     checkpoint_moved: bool = False
-    #: Recorded applied events by (tenant, event id); the latest time wins.
-    applied: dict[tuple[TenantId, EventId], datetime] = field(default_factory=dict)
-
-    def holds(self, partition: StreamPartition) -> bool:
-        return (partition.topic, partition.partition) == (self.topic, self.partition)
 
     def checkpoint(self, partition: StreamPartition) -> int:
         if self.offset is None:
@@ -87,38 +82,35 @@ class LockedPartition:
             self.offset, self.topic_id = moved
             self.checkpoint_moved = True
 
-    def applied_of(self, tenant_id: TenantId, event_ids: Iterable[EventId]) -> set[EventId]:
-        return {i for i in event_ids if (tenant_id, i) in self.applied}
-
-    def deferred(self) -> dict[str, Any] | None:
-        """The parameters of the deferred write, None when nothing is deferred;
-        taking them clears what they carry."""
-        if not self.checkpoint_moved and not self.applied:
+    def take_moved(self) -> dict[str, Any] | None:
+        """The checkpoint's row of the deferred write if it moved since the
+        last one (taking it clears the move), else None."""
+        if not self.checkpoint_moved:
             return None
-        groups: dict[tuple[TenantId, datetime], list[EventId]] = {}
-        for (tenant, event_id), at in sorted(self.applied.items()):
-            groups.setdefault((tenant, at), []).append(event_id)
-        rows = [
-            {"tenant": tenant, "applied_at": at, "ids": ids} for (tenant, at), ids in groups.items()
-        ]
-        params = {
+        self.checkpoint_moved = False
+        return {
             "topic": self.topic,
             "partition": self.partition,
-            "offset": self.offset if self.checkpoint_moved else None,
-            "topic_id": self.topic_id if self.checkpoint_moved else None,
-            "applied": rows,
+            "offset": self.offset,
+            "topic_id": self.topic_id,
         }
-        self.checkpoint_moved, self.applied = False, {}
-        return params
+
+
+def _key(partition: StreamPartition) -> tuple[str, int]:
+    return (partition.topic, partition.partition)
 
 
 class Neo4jLedger:
     def __init__(self, runner: Runner) -> None:
         self._runner = runner
-        # Set for the length of a unit of work (``lock_partition``).
-        self._locked: LockedPartition | None = None
-        # A lock asked for and not yet taken (``lock_on_first_statement``).
-        self._pending: StreamPartition | None = None
+        # The unit of work's partitions, by (topic, partition), for its
+        # length (``lock_partitions``), and the applied events it recorded,
+        # by (tenant, event id), the latest time winning: both written by
+        # ``write_deferred``.
+        self._locked: dict[tuple[str, int], LockedPartition] = {}
+        self._applied: dict[tuple[TenantId, EventId], datetime] = {}
+        # Locks asked for and not yet taken (``lock_on_first_statement``).
+        self._pending: list[StreamPartition] = []
         # Ids the fold will resolve, sent with the first statement if it is
         # the tenant ledgers' (``resolve_ahead``), and what that statement's
         # walks found for them, by tenant and id: valid until the unit of work
@@ -130,65 +122,105 @@ class Neo4jLedger:
 
     async def _own(self, partition: StreamPartition) -> LockedPartition | None:
         await self._take_pending_lock()
-        locked = self._locked
-        return locked if locked is not None and locked.holds(partition) else None
+        return self._locked.get(_key(partition))
+
+    def _buffered(self, tenant_id: TenantId, event_ids: Iterable[EventId]) -> set[EventId]:
+        """Which of ``event_ids`` this unit of work recorded and has not written."""
+        return {i for i in event_ids if (tenant_id, i) in self._applied}
 
     async def lock_partition(self, partition: StreamPartition) -> None:
         """Lock the partition's checkpoint now and read it with the partition's
         rebuild markers. Called on a unit of work's view only; its direct view
         always reads the database."""
-        params = {**partition_params(partition), "token": uuid.uuid4().hex}
-        record = (await self._write(q.LOCK_PARTITION, params, "lock the checkpoint"))[0]
-        self._hold(partition, record)
+        await self.lock_partitions([partition])
 
-    def lock_on_first_statement(self, partition: StreamPartition) -> None:
-        """Have the unit of work's first statement take ``lock_partition``'s
-        lock: before it, or in it when that is the tenant ledgers' read
+    async def lock_partitions(self, partitions: Sequence[StreamPartition]) -> None:
+        """``lock_partition`` for several partitions, given in lock order
+        (contracts.ports.ledger.lock_order), in one statement."""
+        params, query = self._lock_params(partitions, q.LOCK_PARTITION, q.LOCK_PARTITIONS)
+        record = (await self._write(query, params, "lock the checkpoint"))[0]
+        self._hold(partitions, record)
+
+    @staticmethod
+    def _lock_params(
+        partitions: Sequence[StreamPartition], one: str, several: str
+    ) -> tuple[dict[str, Any], str]:
+        """A lock statement's parameters, and the form that takes them: ``one``
+        for a single partition (its columns inline), else ``several``
+        (``held``)."""
+        token = uuid.uuid4().hex
+        if len(partitions) == 1:
+            return {**partition_params(partitions[0]), "token": token}, one
+        return {"partitions": [partition_params(p) for p in partitions], "token": token}, several
+
+    def lock_on_first_statement(self, *partitions: StreamPartition) -> None:
+        """Have the unit of work's first statement take ``lock_partitions``'
+        locks: before it, or in it when that is the tenant ledgers' read
         (``LOCK_WITH_TENANT_LEDGERS``, the fold's first call). Every
-        statement and every answer from the locked partition waits for the
-        lock, so nothing is read or written before it is held (ADR 0004)."""
-        self._pending = partition
+        statement and every answer from a locked partition waits for the
+        locks, so nothing is read or written before they are held (ADR 0004).
+        ``partitions``: in lock order."""
+        self._pending = list(partitions)
 
     def resolve_ahead(self, asks: Mapping[TenantId, Sequence[EntityId]]) -> None:
         """Have the first statement, when it is the tenant ledgers' read, walk
         these ids' aliases too (contracts.ports.graph.ResolutionAhead). Told
         after the first statement, or on the store's direct view, it is
         ignored: the ids are resolved when asked."""
-        if self._pending is not None:
+        if self._pending:
             self._ahead = {tenant: [str(i) for i in ids] for tenant, ids in asks.items()}
 
     async def _take_pending_lock(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            await self.lock_partition(pending)
+        pending, self._pending = self._pending, []
+        if pending:
+            await self.lock_partitions(pending)
 
-    def _hold(self, partition: StreamPartition, record: Any) -> None:
-        markers = (marker_from(m) for m in record["markers"])
-        self._locked = LockedPartition(
-            partition.topic,
-            partition.partition,
-            record["offset"],
-            record["topic_id"] or "",
-            {m.tenant_id: m for m in markers},
-        )
+    def _hold(self, partitions: Sequence[StreamPartition], record: Any) -> None:
+        """Keep what a lock statement read of each partition: its columns
+        inline for one partition, else a ``held`` map per partition."""
+        if len(partitions) == 1:
+            rows = {_key(partitions[0]): record}
+        else:
+            rows = {(row["topic"], row["partition"]): row for row in record["held"]}
+        for partition in partitions:
+            row = rows[_key(partition)]
+            markers = (marker_from(m) for m in row["markers"])
+            self._locked[_key(partition)] = LockedPartition(
+                partition.topic,
+                partition.partition,
+                row["offset"],
+                row["topic_id"] or "",
+                {m.tenant_id: m for m in markers},
+            )
 
     def _take_deferred(self) -> dict[str, Any] | None:
         """The parameters of what ``write_deferred`` would write now, for a
         statement that carries it (``WRITE_DEFERRED`` joined to it); None when
         nothing is deferred (nor while the lock is pending: every call that
         defers a write takes it first). Taking them clears what they carry."""
-        return self._locked.deferred() if self._locked is not None else None
+        moved = [row for held in self._locked.values() if (row := held.take_moved())]
+        if not moved and not self._applied:
+            return None
+        groups: dict[tuple[TenantId, datetime], list[EventId]] = {}
+        for (tenant, event_id), at in sorted(self._applied.items()):
+            groups.setdefault((tenant, at), []).append(event_id)
+        self._applied = {}
+        applied = [
+            {"tenant": tenant, "applied_at": at, "ids": ids} for (tenant, at), ids in groups.items()
+        ]
+        return {"checkpoints": moved, "applied": applied}
 
     async def write_deferred(self) -> None:
         """Write what the unit of work deferred, in one statement: run before
         commit, and before any read the deferred writes would change."""
-        params = self._locked.deferred() if self._locked is not None else None
+        params = self._take_deferred()
         if params is not None:
             await self._write(q.WRITE_DEFERRED, params, "write the unit of work's ledger")
 
     def release_partition(self) -> None:
         """The unit of work has ended: its calls reach the (closed) runner again."""
-        self._locked = self._pending = self._walks_ahead = None
+        self._locked, self._applied, self._pending = {}, {}, []
+        self._walks_ahead = None
         self._ahead, self._asked_ahead = {}, {}
 
     async def _statement(
@@ -300,11 +332,11 @@ class Neo4jLedger:
         asked = {tenant: sorted(set(ids)) for tenant, ids in wanted.items()}
         if not asked:
             return {}
-        pending, self._pending = self._pending, None
-        ahead, self._ahead = (self._ahead, {}) if pending is not None else ({}, {})
+        pending, self._pending = self._pending, []
+        ahead, self._ahead = (self._ahead, {}) if pending else ({}, {})
         rows = []
         for tenant, ids in sorted(asked.items()):
-            buffered = self._locked.applied_of(tenant, ids) if self._locked is not None else set()
+            buffered = self._buffered(tenant, ids)
             row: dict[str, Any] = {
                 "tenant": valid_tenant(tenant),
                 "ids": [i for i in ids if i not in buffered],
@@ -312,14 +344,21 @@ class Neo4jLedger:
             if ahead:
                 row["resolve"] = sorted(set(ahead.get(tenant, ())))
             rows.append(row)
-        if pending is None:
+        if not pending:
             records = await self._read(q.TENANT_LEDGERS, {"tenants": rows}, "tenant_ledgers")
         else:
-            # The unit of work's first statement: its lock with the ledgers,
+            # The unit of work's first statement: its locks with the ledgers,
             # and the aliases of the ids its fold will resolve, if told.
-            params = {**partition_params(pending), "token": uuid.uuid4().hex, "tenants": rows}
+            if ahead:
+                one, several = (
+                    q.LOCK_WITH_TENANT_LEDGERS_AND_RESOLVE,
+                    q.LOCK_PARTITIONS_WITH_TENANT_LEDGERS_AND_RESOLVE,
+                )
+            else:
+                one, several = q.LOCK_WITH_TENANT_LEDGERS, q.LOCK_PARTITIONS_WITH_TENANT_LEDGERS
+            params, query = self._lock_params(pending, one, several)
+            params["tenants"] = rows
             what = "lock the checkpoint and read the tenant ledgers"
-            query = q.LOCK_WITH_TENANT_LEDGERS_AND_RESOLVE if ahead else q.LOCK_WITH_TENANT_LEDGERS
             records = await self._write(query, params, what)
             self._hold(pending, records[0])
             if ahead:
@@ -334,7 +373,7 @@ class Neo4jLedger:
             stone = _tombstone(record["stone"]) if record["stone"] is not None else None
             if stone is not None and stone.tenant_id != tenant:
                 raise TenantIsolationError(tenant, stone.tenant_id, "neo4j.ledger.tenant_ledgers")
-            buffered = self._locked.applied_of(tenant, asked[tenant]) if self._locked else set()
+            buffered = self._buffered(tenant, asked[tenant])
             found[tenant] = (stone, buffered | {EventId(i) for i in record["applied"]})
         return found
 
@@ -352,7 +391,7 @@ class Neo4jLedger:
     ) -> set[EventId]:
         ids = sorted(set(event_ids))
         await self._take_pending_lock()
-        buffered = self._locked.applied_of(tenant_id, ids) if self._locked is not None else set()
+        buffered = self._buffered(tenant_id, ids)
         ids = [i for i in ids if i not in buffered]
         if not ids:
             return buffered
@@ -367,9 +406,9 @@ class Neo4jLedger:
         if not ids:
             return
         await self._take_pending_lock()
-        if self._locked is not None:
-            # Written by write_deferred, with the checkpoint.
-            self._locked.applied.update(((tenant_id, i), _aware(applied_at)) for i in ids)
+        if self._locked:
+            # Written by write_deferred, with the checkpoints.
+            self._applied.update(((tenant_id, i), _aware(applied_at)) for i in ids)
             return
         params = {"tenant": tenant_id, "ids": ids, "applied_at": _aware(applied_at)}
         await self._write(q.RECORD_APPLIED_EVENTS, params, "record_applied_events")

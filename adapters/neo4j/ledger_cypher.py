@@ -29,14 +29,37 @@ _locked_columns: Final = """c.offset AS offset, c.topic_id AS topic_id,
 
 LOCK_PARTITION: Final = _lock + "RETURN " + _locked_columns + "\n"
 
+#: ``LOCK_PARTITION`` for the partitions of a unit of work across partitions
+#: (contracts.ports.ledger.UnitsAcrossPartitions), ``$partitions`` in lock
+#: order: each row takes its node's lock before it reads that partition, and
+#: the rows go in list order, so two such units lock in the same order. One
+#: row: ``held``, a map per partition of what ``LOCK_PARTITION`` returns.
+_lock_each: Final = """UNWIND $partitions AS p
+MERGE (c:Checkpoint {topic: p.topic, partition: p.partition})
+SET c.lock = $token
+"""
+
+_held_column: Final = """collect({
+         topic: p.topic, partition: p.partition, offset: c.offset, topic_id: c.topic_id,
+         markers: COLLECT {
+           MATCH (m:RebuildMarker {topic: p.topic, partition: p.partition})
+           RETURN properties(m)
+         }
+       }) AS held"""
+
+LOCK_PARTITIONS: Final = _lock_each + "RETURN " + _held_column + "\n"
+
 #: The last statement of a unit of work, run just before commit: the
-#: checkpoint it advanced (``$offset`` null: unchanged) and the applied event
-#: ids it recorded, as groups of (tenant, applied_at, ids). One time per group,
-#: not per id: a time parameter per row made the statement twice as slow.
+#: checkpoints it advanced (``$checkpoints``: topic, partition, offset and
+#: topic id of each) and the applied event ids it recorded, as groups of
+#: (tenant, applied_at, ids). One time per group, not per id: a time parameter
+#: per row made the statement twice as slow.
 WRITE_DEFERRED: Final = """
-MERGE (c:Checkpoint {topic: $topic, partition: $partition})
-SET c.offset = coalesce($offset, c.offset), c.topic_id = coalesce($topic_id, c.topic_id)
-WITH c
+CALL () {
+  UNWIND $checkpoints AS cp
+  MERGE (c:Checkpoint {topic: cp.topic, partition: cp.partition})
+  SET c.offset = cp.offset, c.topic_id = cp.topic_id
+}
 UNWIND $applied AS g
 UNWIND g.ids AS id
 MERGE (a:AppliedEvent {tenant_id: g.tenant, event_id: id})
@@ -148,6 +171,12 @@ _lock_with_tenant_rows: Final = _lock + "WITH " + _locked_columns + "\n" + _tena
 
 LOCK_WITH_TENANT_LEDGERS: Final = _lock_with_tenant_rows + ",\n       offset, topic_id, markers\n"
 
+#: ``LOCK_WITH_TENANT_LEDGERS`` for a unit of work across partitions
+#: (``LOCK_PARTITIONS``): each tenant row carries ``held``.
+_lock_each_with_tenant_rows: Final = _lock_each + "WITH " + _held_column + "\n" + _tenant_rows
+
+LOCK_PARTITIONS_WITH_TENANT_LEDGERS: Final = _lock_each_with_tenant_rows + ",\n       held\n"
+
 #: The walk from an id's ``AliasId`` node ``s`` to the end of its alias chain
 #: (cypher.RESOLVE): the ends, their tenants and the longest walk's length.
 #: Only ids with an outgoing alias edge are walked; the others resolve to
@@ -165,19 +194,23 @@ CALL (s) {
 #: a unit of work told the ids its fold will resolve (``resolve_ahead``,
 #: contracts.ports.graph.ResolutionAhead): the resolution's round trip rides
 #: on the first statement's.
-LOCK_WITH_TENANT_LEDGERS_AND_RESOLVE: Final = (
-    _lock_with_tenant_rows
-    + """,
-       COLLECT {
+_walks_column: Final = (
+    """COLLECT {
          UNWIND t.resolve AS id
          MATCH (s:AliasId {tenant_id: t.tenant, id: id})
          """
     + resolve_walk
     + """         RETURN {id: id, tenant_id: s.tenant_id, ends: ends, tenants: tenants,
                  hops: hops}
-       } AS walks,
-       offset, topic_id, markers
-"""
+       } AS walks"""
+)
+
+LOCK_WITH_TENANT_LEDGERS_AND_RESOLVE: Final = (
+    _lock_with_tenant_rows + ",\n       " + _walks_column + ",\n       offset, topic_id, markers\n"
+)
+
+LOCK_PARTITIONS_WITH_TENANT_LEDGERS_AND_RESOLVE: Final = (
+    _lock_each_with_tenant_rows + ",\n       " + _walks_column + ",\n       held\n"
 )
 
 RECORD_APPLIED_EVENTS: Final = """

@@ -22,7 +22,7 @@ and writes are refused before they reach the database
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -43,10 +43,12 @@ from adapters.neo4j.schema import bootstrap
 from adapters.neo4j.view import Neo4jGraphView
 from contracts.domain import StreamPartition
 from contracts.errors import ReadOnlyStoreError
+from contracts.ports.ledger import lock_order
 from contracts.ports.lifecycle import ClosingContext
 
 if TYPE_CHECKING:
     from contracts.ports.graph import GraphUnitOfWork, ProjectedGraphStore
+    from contracts.ports.ledger import UnitsAcrossPartitions
 
 DEFAULT_DATABASE = "neo4j"
 
@@ -238,16 +240,27 @@ class Neo4jGraphStore(ClosingContext):
     @asynccontextmanager
     async def unit_of_work(self, partition: StreamPartition) -> AsyncIterator[GraphUnitOfWork]:
         self._refuse_if_read_only("unit_of_work")
-        async with self._transaction("begin a unit of work", partition) as uow:
+        async with self._transaction("begin a unit of work", [partition]) as uow:
+            yield uow
+
+    @asynccontextmanager
+    async def unit_of_work_across(
+        self, partitions: Sequence[StreamPartition]
+    ) -> AsyncIterator[GraphUnitOfWork]:
+        """contracts.ports.ledger.UnitsAcrossPartitions: the checkpoint nodes
+        locked in order by the first statement (``LOCK_PARTITIONS``)."""
+        ordered = lock_order(partitions)
+        self._refuse_if_read_only("unit_of_work_across")
+        async with self._transaction("begin a unit of work", ordered) as uow:
             yield uow
 
     @asynccontextmanager
     async def _transaction(
-        self, what: str, partition: StreamPartition | None = None
+        self, what: str, partitions: Sequence[StreamPartition] = ()
     ) -> AsyncIterator[Neo4jGraphView]:
         """A view over one explicit transaction: committed when the block ends,
-        rolled back when it raises; the partition's lock taken by its first
-        statement, when given."""
+        rolled back when it raises; the partitions' locks (in lock order)
+        taken by its first statement, when given."""
         self._managed.check_open()
         task = asyncio.current_task()
         if task is None or task in self._holders:
@@ -266,8 +279,8 @@ class Neo4jGraphStore(ClosingContext):
                 view = Neo4jGraphView(runner)
                 view.max_alias_depth = self.max_alias_depth
                 try:
-                    if partition is not None:
-                        view.lock_on_first_statement(partition)
+                    if partitions:
+                        view.lock_on_first_statement(*partitions)
                     yield view
                     await view.write_deferred()
                     await runner.commit()
@@ -327,4 +340,5 @@ class Neo4jGraphStore(ClosingContext):
 if TYPE_CHECKING:
     # mypy proves the store and its units of work conform to the ports.
     _store: type[ProjectedGraphStore] = Neo4jGraphStore
+    _across: type[UnitsAcrossPartitions[GraphUnitOfWork]] = Neo4jGraphStore
     _unit: type[GraphUnitOfWork] = Neo4jGraphView

@@ -9,7 +9,7 @@ transaction that no other writer of the partition can interleave with.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +56,27 @@ class PgLedger:
                 row = await self._conn.fetchrow(self._sql.lock_checkpoint, *key)
         self._locked[key] = row
         return _offset(partition, row)
+
+    async def lock_all(self, partitions: Sequence[StreamPartition]) -> None:
+        """``lock`` for several partitions, given in lock order
+        (contracts.ports.ledger.lock_order): one statement when every row
+        exists; a row still missing is then created and locked by ``lock``.
+        Waiting on another transaction only ever happens on a row after all
+        those held (the select locks in order) or on a row the other inserted
+        (both insert the missing ones in order), so two such units never wait
+        for each other in a cycle."""
+        if len(partitions) == 1:
+            await self.lock(partitions[0])
+            return
+        topics = [p.topic for p in partitions]
+        numbers = [p.partition for p in partitions]
+        with translated("pgvector.checkpoint lock"):
+            rows = await self._conn.fetch(self._sql.lock_checkpoints, topics, numbers)
+        for row in rows:
+            self._locked[(row["topic"], row["partition"])] = row
+        for partition in partitions:
+            if (partition.topic, partition.partition) not in self._locked:
+                await self.lock(partition)
 
     async def checkpoint(self, partition: StreamPartition) -> int:
         key = (partition.topic, partition.partition)

@@ -182,6 +182,17 @@ class Statements:
         )
 
     @property
+    def lock_checkpoints(self) -> str:
+        # ORDER BY comes before the row locks, so they are taken in this
+        # order: two units of work over overlapping partitions never deadlock
+        # (contracts.ports.ledger.UnitsAcrossPartitions).
+        return (
+            f"SELECT topic, partition, topic_id, last_offset FROM {self.s}.checkpoints "
+            "WHERE (topic, partition) IN (SELECT * FROM unnest($1::text[], $2::int[])) "
+            "ORDER BY topic, partition FOR UPDATE"
+        )
+
+    @property
     def read_checkpoint(self) -> str:
         return (
             f"SELECT topic_id, last_offset FROM {self.s}.checkpoints "

@@ -58,10 +58,12 @@ from contracts.domain import (
 from contracts.errors import ReadOnlyStoreError
 from contracts.ids import TenantId
 from contracts.ids import tenant_id as valid_tenant_id
+from contracts.ports.ledger import lock_order
 from contracts.ports.lifecycle import ClosingContext
 from contracts.ports.vector import VectorUnitOfWork
 
 if TYPE_CHECKING:
+    from contracts.ports.ledger import UnitsAcrossPartitions
     from contracts.ports.vector import ProjectedVectorStore
 
 __all__ = ["PgVectorStore"]
@@ -351,10 +353,19 @@ class PgVectorStore(ClosingContext):
     def unit_of_work(
         self, partition: StreamPartition
     ) -> AbstractAsyncContextManager[VectorUnitOfWork]:
-        return self._unit_of_work(partition)
+        return self._unit_of_work([partition])
+
+    def unit_of_work_across(
+        self, partitions: Sequence[StreamPartition]
+    ) -> AbstractAsyncContextManager[VectorUnitOfWork]:
+        """contracts.ports.ledger.UnitsAcrossPartitions: the checkpoint rows
+        locked in order (``PgLedger.lock_all``)."""
+        return self._unit_of_work(lock_order(partitions))
 
     @asynccontextmanager
-    async def _unit_of_work(self, partition: StreamPartition) -> AsyncIterator[PgUnitOfWork]:
+    async def _unit_of_work(
+        self, partitions: Sequence[StreamPartition]
+    ) -> AsyncIterator[PgUnitOfWork]:
         self._refuse_write("unit_of_work")
         where = "pgvector.unit_of_work"
         with translated(where):
@@ -369,7 +380,7 @@ class PgVectorStore(ClosingContext):
                 self._holders.add(task)
             try:
                 try:
-                    await ops.lock(partition)
+                    await ops.lock_all(partitions)
                     yield ops
                 except BaseException:
                     # The original error matters; a failed rollback means the
@@ -460,4 +471,5 @@ class PgVectorStore(ClosingContext):
 if TYPE_CHECKING:
     # mypy proves the store and its units of work conform to the ports.
     _store: type[ProjectedVectorStore] = PgVectorStore
+    _across: type[UnitsAcrossPartitions[VectorUnitOfWork]] = PgVectorStore
     _unit: type[VectorUnitOfWork] = PgUnitOfWork

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
 from contracts.ids import EventId, TenantId
 
 NO_CHECKPOINT = -1
+
+U_co = TypeVar("U_co", covariant=True)
 
 
 @runtime_checkable
@@ -107,3 +110,36 @@ class TenantLedgerReads(Protocol):
         """For each tenant of ``wanted``: its tombstone and which of its ids
         this store has already applied."""
         ...
+
+
+@runtime_checkable
+class UnitsAcrossPartitions(Protocol[U_co]):
+    """What a store may offer besides ``unit_of_work(partition)``: one
+    transaction holding the checkpoint locks of several partitions, so that a
+    batch's partitions cost one unit of work instead of one each (ADR 0024).
+
+    The locks are taken in (topic, partition) order whatever the order given,
+    so two units over overlapping partitions (a zombie's and its successor's)
+    wait for each other and never deadlock. Inside, every listed partition is
+    as it is in its own unit of work (its checkpoint and markers read under
+    its lock, compared and advanced there); everything commits or rolls back
+    together. A store without it is written one partition per unit of work."""
+
+    def unit_of_work_across(
+        self, partitions: Sequence[StreamPartition]
+    ) -> AbstractAsyncContextManager[U_co]:
+        """``partitions``: at least one, no (topic, partition) twice
+        (``ValueError`` otherwise, before anything is locked)."""
+        ...
+
+
+def lock_order(partitions: Sequence[StreamPartition]) -> list[StreamPartition]:
+    """The partitions of a unit across partitions in the order their locks
+    are taken; ``ValueError`` for none, or for a (topic, partition) twice."""
+    ordered = sorted(partitions, key=lambda p: (p.topic, p.partition))
+    if not ordered:
+        raise ValueError("a unit of work across partitions needs at least one partition")
+    keys = [(p.topic, p.partition) for p in ordered]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"a partition is listed twice: {keys}")
+    return ordered

@@ -8,6 +8,7 @@ here: the statements sent.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -64,3 +65,29 @@ async def test_a_unit_of_work_told_nothing_ahead_locks_as_before(
         await uow.tenant_ledgers({a: []})
         assert await uow.resolve_entity_ids_by_tenant({a: [eid("x")]}) == {a: {"x": "x"}}
     assert sent[:2] == [lq.LOCK_WITH_TENANT_LEDGERS, q.RESOLVE_BY_TENANT]
+
+
+async def test_a_unit_across_partitions_takes_its_locks_ledgers_and_walks_in_one_statement(
+    store: Neo4jGraphStore, sent: list[str]
+) -> None:
+    """A unit of work across partitions (ADR 0024): its first statement locks
+    every partition, reads the tenant ledgers and walks the ids told ahead;
+    its ledger write carries each partition's checkpoint."""
+    a, b = fresh_tenant(), fresh_tenant()
+    p = fresh_partition()
+    q2 = replace(p, partition=p.partition + 1)
+    await store.upsert_alias(a, alias(a, "x", "y"))
+    await store.advance_checkpoint(q2, 4)
+    sent.clear()
+    async with store.unit_of_work_across([q2, p]) as uow:
+        uow.resolve_ahead({a: [eid("x")], b: [eid("x")]})
+        await uow.tenant_ledgers({a: [], b: []})
+        assert await uow.resolve_entity_ids_by_tenant({a: [eid("x")], b: [eid("x")]}) == {
+            a: {"x": "y"},
+            b: {"x": "x"},
+        }
+        assert [await uow.checkpoint(part) for part in (p, q2)] == [-1, 4]
+        await uow.advance_checkpoint(p, 0)
+        await uow.advance_checkpoint(q2, 5)
+    assert sent == [lq.LOCK_PARTITIONS_WITH_TENANT_LEDGERS_AND_RESOLVE, lq.WRITE_DEFERRED]
+    assert [await store.checkpoint(part) for part in (p, q2)] == [0, 5]

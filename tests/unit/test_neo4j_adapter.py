@@ -197,6 +197,10 @@ class _Recorder:
         await self.run(query, params, write=True, blame=blame)
 
 
+#: The row of ``P``'s checkpoint, moved to 5, in a deferred ledger write.
+MOVED_TO_5 = {"topic": P.topic, "partition": P.partition, "offset": 5, "topic_id": P.topic_id}
+
+
 async def _locked() -> tuple[_Recorder, Neo4jLedger]:
     runner = _Recorder()
     ledger = Neo4jLedger(runner)
@@ -224,7 +228,7 @@ async def test_a_unit_of_work_reads_and_writes_its_partitions_ledger_in_two_stat
     await ledger.write_deferred()
     query, params = runner.statements[-1]
     assert query == q.WRITE_DEFERRED
-    assert (params["offset"], params["topic_id"]) == (5, P.topic_id)
+    assert params["checkpoints"] == [MOVED_TO_5]
     # One group per tenant and time; an id recorded twice keeps the later time.
     assert params["applied"] == [
         {"tenant": "t-other", "applied_at": now, "ids": ["a"]},
@@ -429,7 +433,7 @@ async def test_a_unit_of_works_ledger_write_rides_with_its_first_entity_upsert()
         graph_q.LEDGER_AND_UPSERT_ENTITIES_AND_RELATIONSHIPS,
     ]
     params = tx.sent[1][1]
-    assert (params["offset"], params["topic_id"]) == (5, P.topic_id)
+    assert params["checkpoints"] == [MOVED_TO_5]
     assert params["applied"] == [{"tenant": T, "applied_at": now, "ids": ["a"]}]
     assert [row["id"] for row in params["entities"]] == ["e", "f"]
     assert params["endpoints"] == ["e", "f"]
@@ -472,7 +476,8 @@ async def test_several_tenants_upserts_carry_the_ledger_and_address_their_own_en
         graph_q.LEDGER_AND_UPSERT_BY_TENANT,
     ]
     params = tx.sent[1][1]
-    assert (params["offset"], params["applied"][0]["ids"]) == (5, ["a"])
+    assert params["checkpoints"][0]["offset"] == 5
+    assert params["applied"][0]["ids"] == ["a"]
     assert [(row["tenant"], row["id"]) for row in params["entities"]] == [
         (T, "e"),
         (T, "f"),

@@ -37,7 +37,7 @@ from contracts.errors import (
 )
 from contracts.events import EntitiesMergedEvent, EntitiesUnmergedEvent
 from contracts.ids import EventId, TenantId
-from contracts.ports.ledger import ProjectionLedger, TenantLedgerReads
+from contracts.ports.ledger import ProjectionLedger, TenantLedgerReads, UnitsAcrossPartitions
 from projections import controls
 from projections.admission import Admission, Verdict, next_needed_offset
 from projections.batch import (
@@ -92,6 +92,31 @@ class _EventFault(Exception):
 
 #: The errors that fail a unit of work's events rather than the pass.
 _UNIT_ERRORS = (*PER_EVENT_ERRORS, MergeRefused, AliasCycleError, _EventFault)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One partition's segment in a unit of work across partitions (ADR 0024)."""
+
+    partition: StreamPartition
+    segment: Segment
+
+
+def shared_segment(records: Sequence[LogRecord], read_from: int | None) -> Segment | None:
+    """The one segment ``records`` make when no control event is among them
+    (what a unit of work across partitions takes), else None."""
+    pieces = split_batch(records, read_from)
+    if len(pieces) == 1 and isinstance(pieces[0], Segment):
+        return pieces[0]
+    return None
+
+
+def any_ahead(parts: Sequence[Part], admissions: Sequence[Admission]) -> bool:
+    """Whether a part starts past where its store needs it read from: checked
+    under the stores' locks, per partition, as ``_write_unit`` checks its
+    segment (docs/design.md 5.1 and 5.2)."""
+    pairs = zip(parts, admissions, strict=True)
+    return any(part.segment.expected > admission.next_needed() for part, admission in pairs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +377,93 @@ class Fold(abc.ABC, Generic[U]):
             ):
                 raise
             raise _EventFault(exc) from exc
+
+    async def apply_across(
+        self, parts: Sequence[Part], seat: Seat | None = None
+    ) -> list[FoldReport] | None:
+        """The segments of several partitions (each its partition's records
+        from where they were read, no control event among them, no tenant in
+        two) in one unit of work across partitions (ADR 0024): a report per
+        part, as ``apply`` would give for its segment alone when that commits
+        in one unit of work. The collapsed and dangling counts of the whole
+        unit are the first part's: they are counted per write, not per
+        partition, and only their sums are reported.
+
+        None: nothing was written, and each partition is to be applied on its
+        own, where everything that can go differently is handled (a partition
+        ahead of its store, an event a store fails on, a merge refused, the
+        other seats not committing, the store offering no such unit).
+        Any other error propagates, nothing written; the seats are then told
+        to stop, so no seat commits what another did not."""
+        committed = False
+        try:
+            if not parts or not isinstance(self.store, UnitsAcrossPartitions):
+                return None
+            key = tuple(offset for part in parts for offset in part.segment.offsets)
+            if seat is not None:
+                await seat.turn(key)
+            try:
+                tallies, needed = await self._write_across(self.store, parts, seat, key)
+            except (_RollBack, *_UNIT_ERRORS):
+                return None
+            committed = True
+        finally:
+            if seat is not None:
+                seat.leave(early=not committed)
+        first, written = tallies[0], tallies[-1]
+        return [
+            FoldReport(
+                Applied(),
+                next_needed,
+                tally.applied,
+                tally.skipped,
+                written.collapsed if tally is first else 0,
+                written.dangling if tally is first else 0,
+            )
+            for tally, next_needed in zip(tallies[:-1], needed, strict=True)
+        ]
+
+    async def _write_across(
+        self,
+        store: UnitsAcrossPartitions[U],
+        parts: Sequence[Part],
+        seat: Seat | None,
+        key: tuple[int, ...],
+    ) -> tuple[list[Tally], list[int]]:
+        """``_write_unit`` for the segments of several partitions: each
+        admitted under its own partition's state, all written together. The
+        tallies per part and, last, the writes'; each part's next needed offset."""
+        tallies = [Tally() for _ in parts]
+        written = Tally()
+        async with store.unit_of_work_across([part.partition for part in parts]) as uow:
+            records = [record for part in parts for record in part.segment.records]
+            self.look_ahead(uow, records)
+            ledgers = await _read_tenants(uow, records)
+            admissions = [await Admission.load(uow, part.partition) for part in parts]
+            if any_ahead(parts, admissions):
+                raise _RollBack(Step(end=Ahead()))
+            if seat is not None:
+                seat.enter(key)
+            originals = [dict(admission.markers) for admission in admissions]
+            applied = None
+            if ledgers is not None:
+                stones, applied = ledgers
+                for admission in admissions:
+                    admission.tombstones.update(stones)
+            admitted: list[Admitted] = []
+            for part, admission, tally in zip(parts, admissions, tallies, strict=True):
+                fresh = await self._admit(uow, admission, part.segment.records, tally, applied)
+                tally.applied += len(fresh)
+                admitted.extend(fresh)
+            await self._record_applied(uow, admitted)
+            for admission, original in zip(admissions, originals, strict=True):
+                await admission.persist(uow, original)
+            await self._write(uow, admitted, written)
+            if seat is not None:
+                agreed = await seat.agree(key, None)
+                if agreed[0] is not Agreement.COMMIT:
+                    raise _RollBack(Step())
+        return [*tallies, written], [admission.next_needed() for admission in admissions]
 
     async def admits(self, partition: StreamPartition, offset: int, tenant: TenantId) -> bool:
         """Whether this store would apply an event of ``tenant`` at ``offset``

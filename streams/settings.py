@@ -136,6 +136,14 @@ class Settings(BaseSettings):
         "(records that arrive end the wait at once). A seek (a replay, a refused batch) waits "
         "for the fetch in flight, so this bounds that wait; Faust's own value is 1500 ms.",
     )
+    share_units_up_to: int = Field(
+        500,
+        ge=0,
+        description="A batch of at most this many records over several partitions (each "
+        "within one sub-batch) writes them in one unit of work per store instead of one per "
+        "partition (docs/adr/0024-units-of-work-across-partitions.md): fewer transactions when "
+        "the worker is caught up. Larger batches, and 0, write one per partition.",
+    )
     batch_max_bytes: int = Field(
         8_000_000,
         ge=MAX_EVENT_BYTES,

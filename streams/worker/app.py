@@ -262,6 +262,7 @@ class Runtime:
                     self.consumer,
                     stall_after=self.settings.stall_after_s,
                     bounds=batch_bounds(self.settings),
+                    share_up_to=self.settings.share_units_up_to,
                 )
                 # Everything the worker keeps for its life exists now.
                 settle_for_batches(self.settings.gc_young_threshold)

@@ -24,7 +24,13 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
-from streams.worker.bounds import UNBOUNDED, BatchBounds, handle_bounded
+from streams.worker.bounds import (
+    UNBOUNDED,
+    BatchBounds,
+    batch_values_size,
+    handle_bounded,
+    sub_batches,
+)
 from streams.worker.metrics import PartitionView
 from streams.worker.projector import Decision, Projector, RawRecord, rebuild_progress
 
@@ -92,10 +98,15 @@ class WorkerLoop:
         stall_after: float = 15.0,
         clock: Callable[[], float] = time.monotonic,
         bounds: BatchBounds = UNBOUNDED,
+        share_up_to: int = 0,
     ) -> None:
         self.projector = projector
         self.consumer = consumer
         self.stall_after = stall_after
+        # A batch of at most this many records, over several partitions that
+        # each fit one sub-batch, writes their first passes in one unit of
+        # work per store (Projector.handle_together, ADR 0024); 0: never.
+        self.share_up_to = share_up_to if projector.shares_units else 0
         # Each partition's records are handed to the projector in sub-batches
         # within these bounds, one after the other (streams.worker.bounds).
         self.bounds = bounds
@@ -158,12 +169,15 @@ class WorkerLoop:
             self._heard[partition] = now
             self._in_hand.add(partition)
         try:
-            decisions = await asyncio.gather(
-                *(
-                    handle_bounded(self.projector, partition, records, self.bounds)
-                    for partition, records in ordered
+            if self._shares(ordered):
+                decisions = await self._handle_together(ordered)
+            else:
+                decisions = await asyncio.gather(
+                    *(
+                        handle_bounded(self.projector, partition, records, self.bounds)
+                        for partition, records in ordered
+                    )
                 )
-            )
             commits: dict[int, int] = {}
             for (partition, _), decision in zip(ordered, decisions, strict=True):
                 if self._remnant(partition, decision):
@@ -191,6 +205,29 @@ class WorkerLoop:
             # store failing) is the new owner's to find again, not this
             # worker's readiness until the next rebalance.
             self._forget({p for p, _ in ordered} - self.consumer.assigned())
+
+    def _shares(self, ordered: Sequence[tuple[int, Sequence[RawRecord]]]) -> bool:
+        """Whether the batch's partitions share their units of work: several
+        of them, few records in all, each partition one sub-batch."""
+        if len(ordered) < 2 or sum(len(records) for _, records in ordered) > self.share_up_to:
+            return False
+        return all(len(sub_batches(records, self.bounds)) == 1 for _, records in ordered)
+
+    async def _handle_together(
+        self, ordered: Sequence[tuple[int, Sequence[RawRecord]]]
+    ) -> list[Decision]:
+        """The batch in ``Projector.handle_together``, holding the in-flight
+        budget for all of it at once: a partition waiting for room that
+        another holds while it waits for the rest would never move."""
+        in_flight = self.bounds.in_flight
+        if in_flight is None:
+            return await self.projector.handle_together(ordered)
+        size = batch_values_size(dict(ordered))
+        await in_flight.acquire(size)
+        try:
+            return await self.projector.handle_together(ordered)
+        finally:
+            in_flight.release(size)
 
     def _forget(self, partitions: Collection[int]) -> None:
         """Drop the health and pauses of partitions this worker no longer holds."""

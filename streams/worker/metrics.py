@@ -103,6 +103,13 @@ class Metrics:
         self.seeks = Counter(
             "redstring_seeks", "Seeks back to the stores' position", ["reason"], registry=r
         )
+        self.units_shared = Counter(
+            "redstring_units_shared",
+            "Passes of several partitions written in one unit of work per store "
+            "(committed) or handed back to each partition (declined)",
+            ["outcome"],
+            registry=r,
+        )
         self.batch_size = Histogram(
             "redstring_batch_records",
             "Records per batch applied to the stores",
@@ -164,6 +171,8 @@ class Metrics:
             self.windows_open.labels(store=store)
         for reason in SEEK_REASONS:
             self.seeks.labels(reason=reason)
+        for outcome in ("committed", "declined"):
+            self.units_shared.labels(outcome=outcome)
         # When this worker first saw each open rebuild window, by store,
         # partition and the window's identity.
         self._seen: dict[tuple[str, int, Hashable], float] = {}

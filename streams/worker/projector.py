@@ -44,13 +44,15 @@ from contracts.errors import SchemaVersionTooNewError, TransactionEndedError, is
 from contracts.events import TenantReplayRequestedEvent
 from contracts.ids import TenantId
 from contracts.limits import DEFAULT_LIMITS, EventLimits
+from contracts.ports.ledger import UnitsAcrossPartitions
 from contracts.signing import ControlKeys
 from projections.admission import next_needed_offset
-from projections.batch import is_control
-from projections.fold import Fold
+from projections.batch import is_control, tenant_of
+from projections.fold import Fold, Part, shared_segment
 from projections.records import FoldReport, LogRecord
 from projections.verdicts import Verdicts
 from streams import telemetry
+from streams.worker.carpool import Carpool, Rider
 from streams.worker.decode import Decoded, decode
 from streams.worker.metrics import STORES, Metrics
 from streams.worker.pass_limits import PassLimits
@@ -72,6 +74,11 @@ RETRYING_PERSISTENT = "a store call failed with an error that is not transient; 
 #: error that is not transient is retried ``max_attempts`` times, then the
 #: partition pauses. Elsewhere (the loop asking a position) it is retried.
 _BOUNDED: contextvars.ContextVar[bool] = contextvars.ContextVar("bounded", default=False)
+
+#: Set while ``handle_together`` runs: where its partitions' first passes meet.
+_CARPOOL: contextvars.ContextVar[Carpool[list[FoldReport]] | None] = contextvars.ContextVar(
+    "carpool", default=None
+)
 
 
 class _GaveUp(Exception):
@@ -460,6 +467,93 @@ class Projector:
                 span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
                 raise
 
+    @property
+    def shares_units(self) -> bool:
+        """Whether every store opens units of work across partitions
+        (``handle_together`` then writes a batch's first passes together)."""
+        return all(isinstance(fold.store, UnitsAcrossPartitions) for fold in self.folds)
+
+    async def handle_together(
+        self, batch: Sequence[tuple[int, Sequence[RawRecord]]]
+    ) -> list[Decision]:
+        """Several partitions' batches, each handled as ``handle`` does, but
+        with their first passes written in one unit of work per store (ADR
+        0024) where they can be: each partition's records from where its
+        stores need them, no control event among them, no tenant in two
+        partitions. A shared pass that does not commit writes nothing, and
+        each partition then applies its own. The decisions, in ``batch``'s
+        order."""
+        carpool: Carpool[list[FoldReport]] = Carpool([p for p, _ in batch], self._ride_together)
+        token = _CARPOOL.set(carpool)
+        try:
+
+            async def one(partition: int, records: Sequence[RawRecord]) -> Decision:
+                try:
+                    return await self.handle(partition, records)
+                finally:
+                    carpool.leave(partition)
+
+            return list(await asyncio.gather(*(one(p, records) for p, records in batch)))
+        finally:
+            _CARPOOL.reset(token)
+
+    async def _shared_pass(
+        self, partition: int, records: Sequence[LogRecord], read_from: int
+    ) -> tuple[list[FoldReport], int] | None:
+        """The partition's first pass in ``handle_together``'s shared unit of
+        work: its reports and how many records it took, or None (it runs on
+        its own)."""
+        carpool = _CARPOOL.get()
+        if carpool is None:
+            return None
+        taken = self._pass_limits.take(partition, len(records))
+        reports = await carpool.ride(Rider(partition, records[:taken], read_from))
+        if reports is None:
+            return None
+        self._pass_limits.committed(partition)
+        return reports, taken
+
+    async def _ride_together(self, riders: Sequence[Rider]) -> dict[int, list[FoldReport]] | None:
+        """One unit of work per store for the riders that can share it (two at
+        least): each fold's report per partition, or None when nothing was
+        written. The folds agree on the shared unit as on any other
+        (``Verdicts``): none commits it unless all can."""
+        parts: list[Part] = []
+        partitions: list[int] = []
+        tenants: set[TenantId] = set()
+        for rider in riders:
+            segment = shared_segment(rider.records, rider.read_from)
+            own = {t for t in map(tenant_of, rider.records) if t is not None}
+            if segment is None or own & tenants:
+                continue
+            tenants |= own
+            parts.append(Part(self.stream_partition(rider.partition), segment))
+            partitions.append(rider.partition)
+        if len(parts) < 2:
+            return None
+        verdicts = Verdicts(len(self.folds))
+        attributes = {
+            "redstring.partitions": len(parts),
+            "redstring.records": sum(len(part.segment.records) for part in parts),
+        }
+        with self._span("apply shared", attributes):
+            results = await asyncio.gather(
+                *(
+                    fold.apply_across(parts, seat)
+                    for fold, seat in zip(self.folds, verdicts.seats, strict=True)
+                ),
+                return_exceptions=True,
+            )
+        errors = [result for result in results if isinstance(result, BaseException)]
+        reports = [result for result in results if isinstance(result, list)]
+        if errors or len(reports) < len(self.folds):
+            self.metrics.units_shared.labels(outcome="declined").inc()
+            if errors:
+                raise errors[0]
+            return None
+        self.metrics.units_shared.labels(outcome="committed").inc()
+        return {p: [store[i] for store in reports] for i, p in enumerate(partitions)}
+
     async def handle(self, partition: int, records: Sequence[RawRecord]) -> Decision:
         """One partition's batch, in a ``process <topic>`` span when tracing
         (docs/operations.md, "Traces")."""
@@ -773,6 +867,9 @@ class Projector:
         they refuse the same events; a pass that fails is retried as a whole,
         once both folds have ended, and with fewer records if a store ended a
         unit of work of it for its length (ADR 0021)."""
+        shared = await self._shared_pass(partition, records, read_from)
+        if shared is not None:
+            return shared
         part = self.stream_partition(partition)
         taken = len(records)
 

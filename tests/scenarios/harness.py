@@ -98,15 +98,19 @@ class CrashingStore(_Tripping):
     """A store whose calls (inside units of work too) can be made to crash."""
 
     def unit_of_work(self, partition: StreamPartition) -> AbstractAsyncContextManager[Any]:
-        inner, trip = self._inner, self._trip
+        return self._tripping_unit("unit_of_work", partition)
 
-        @asynccontextmanager
-        async def uow() -> AsyncIterator[Any]:
-            trip.tick("unit_of_work")
-            async with inner.unit_of_work(partition) as real:
-                yield _Tripping(real, trip)
+    def unit_of_work_across(
+        self, partitions: Sequence[StreamPartition]
+    ) -> AbstractAsyncContextManager[Any]:
+        return self._tripping_unit("unit_of_work_across", partitions)
 
-        return uow()
+    @asynccontextmanager
+    async def _tripping_unit(self, opener: str, *args: Any) -> AsyncIterator[Any]:
+        """The inner store's unit of work (opened by ``opener``), its calls tripping."""
+        self._trip.tick(opener)
+        async with getattr(self._inner, opener)(*args) as real:
+            yield _Tripping(real, self._trip)
 
 
 # -- stores and workers ---------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -120,13 +120,18 @@ class Namespaced:
         return renamed
 
     def unit_of_work(self, partition: StreamPartition) -> Any:
-        @asynccontextmanager
-        async def uow() -> AsyncIterator[Namespaced]:
-            inner = self._names.value(partition, self._names.inward)
-            async with self._inner.unit_of_work(inner) as real:
-                yield Namespaced(real, self._names)
+        return self._unit("unit_of_work", partition)
 
-        return uow()
+    def unit_of_work_across(self, partitions: Sequence[StreamPartition]) -> Any:
+        return self._unit("unit_of_work_across", list(partitions))
+
+    @asynccontextmanager
+    async def _unit(self, opener: str, partitions: Any) -> AsyncIterator[Namespaced]:
+        """The inner store's unit of work (opened by ``opener``) on the
+        namespace's partitions, seen through the namespace."""
+        inner = self._names.value(partitions, self._names.inward)
+        async with getattr(self._inner, opener)(inner) as real:
+            yield Namespaced(real, self._names)
 
     async def __aenter__(self) -> Namespaced:
         return self

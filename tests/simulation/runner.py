@@ -127,6 +127,10 @@ SIM_APPLY_BYTES = 1024
 #: Event-loop turns a quiesce round lets a member's put move with its intake
 #: idle before it gives up on it for that round.
 FEED_TURNS = 50
+#: Records per batch up to which a batch's partitions share their units of
+#: work (REDSTRING_SHARE_UNITS_UP_TO, ADR 0024), one per seed (no draw from
+#: the schedule's generator): always, small batches only, never.
+SIM_SHARE_UP_TO = (1 << 30, 6, 0)
 #: The read-ahead budgets (REDSTRING_READ_AHEAD_BYTES), one per seed by its
 #: remainder (no draw from the schedule's generator): two or three values of
 #: the workloads' 300-750 bytes, about ten, and none to speak of.
@@ -223,6 +227,7 @@ class Member:
             # with the budget every partition's sub-batches share while they
             # are applied (one per worker, as batch_bounds gives the worker).
             bounds=dataclasses.replace(SIM_BOUNDS, in_flight=InFlight(SIM_APPLY_BYTES)),
+            share_up_to=SIM_SHARE_UP_TO[(sim.seed // 3) % len(SIM_SHARE_UP_TO)],
         )
         # Batches taken from the consumer are put here; its applier hands them
         # to the loop, the next one gathered while one is in flight
@@ -286,11 +291,18 @@ class Member:
         return not self.intake.idle() or any(t is not None and not t.done() for t in waiting)
 
     def seeks(self) -> Counter[str]:
+        """The loop's seeks by reason, and its shared units of work by outcome
+        (``units_shared_committed``, ``units_shared_declined``)."""
         out: Counter[str] = Counter()
-        for metric in self.projector.metrics.seeks.collect():
-            for sample in metric.samples:
-                if sample.name.endswith("_total"):
-                    out[f"seek_{sample.labels['reason']}"] += int(sample.value)
+        metrics = self.projector.metrics
+        for counter, name, label in (
+            (metrics.seeks, "seek", "reason"),
+            (metrics.units_shared, "units_shared", "outcome"),
+        ):
+            for metric in counter.collect():
+                for sample in metric.samples:
+                    if sample.name.endswith("_total"):
+                        out[f"{name}_{sample.labels[label]}"] += int(sample.value)
         return out
 
 

@@ -108,6 +108,7 @@ REDSTRING_EMBEDDING_DIMENSION: {{ .Values.embedding.dimension | quote }}
 REDSTRING_BATCH_SIZE: {{ .Values.projection.batchSize | quote }}
 REDSTRING_BATCH_WAIT_MS: {{ .Values.projection.batchWaitMs | quote }}
 REDSTRING_FETCH_MAX_WAIT_MS: {{ .Values.projection.fetchMaxWaitMs | quote }}
+REDSTRING_SHARE_UNITS_UP_TO: {{ .Values.projection.shareUnitsUpTo | quote }}
 REDSTRING_BATCH_MAX_BYTES: {{ .Values.projection.batchMaxBytes | int64 | quote }}
 REDSTRING_READ_AHEAD_BYTES: {{ .Values.projection.readAheadBytes | int64 | quote }}
 REDSTRING_APPLY_MAX_BYTES: {{ .Values.projection.applyMaxBytes | int64 | quote }}

@@ -407,7 +407,13 @@ def assert_anonymous(p: Projector) -> None:
         # The build's and the Python runtime's families carry versions, not data.
         ours = metric.name.startswith("redstring_") and metric.name != "redstring_build_info"
         for sample in metric.samples:
-            assert not ours or set(sample.labels) <= {"store", "reason", "partition", "le"}
+            assert not ours or set(sample.labels) <= {
+                "store",
+                "reason",
+                "partition",
+                "outcome",
+                "le",
+            }
             for value in sample.labels.values():
                 for secret in SECRETS:
                     assert secret not in value, sample

@@ -15,7 +15,7 @@ from contracts import signing
 from contracts.domain import StreamPartition
 from contracts.events import SCHEMA_VERSION, event_to_json, make_event
 from contracts.ids import EntityId, TenantId
-from streams.worker.bounds import UNBOUNDED, BatchBounds
+from streams.worker.bounds import UNBOUNDED, BatchBounds, InFlight
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
 from streams.worker.projector import Decision, RawRecord
@@ -448,3 +448,98 @@ async def test_the_watchdog_leaves_a_partition_handed_a_batch_while_it_looked(
     assert consumer.seeks == []
     assert p.health.ready
     assert max(c[0] for c in consumer.commits) == 1
+
+
+# -- units of work shared by a batch's partitions (ADR 0024) ---------------------
+
+
+def _shared(p: Any) -> dict[str, float]:
+    """``redstring_units_shared_total`` by outcome."""
+    (metric,) = [m for m in p.metrics.registry.collect() if m.name == "redstring_units_shared"]
+    return {s.labels["outcome"]: s.value for s in metric.samples if s.name.endswith("_total")}
+
+
+def merge(tenant: str, canonical: str, absorbed: str) -> Any:
+    return make_event(
+        "EntitiesMerged", tenant, {"canonical_id": canonical, "absorbed_ids": [absorbed]}
+    )
+
+
+async def test_a_small_batch_over_partitions_shares_one_unit_of_work_per_store(
+    stores: Any,
+) -> None:
+    """Both stores write the batch's partitions in one unit of work each,
+    and the loop commits what it would have: each partition's position."""
+    graph, vector = stores
+    p = projector(graph, vector, ListSink())
+    consumer = Recorder({0, 1, 2}, {0: 2, 1: 1, 2: 1})
+    loop = WorkerLoop(p, consumer, share_up_to=10)
+    await loop.on_batch(
+        {
+            0: [raw(0, doc("a", "x")), raw(1, doc("a", "y"))],
+            1: [raw(0, doc("b", "z"))],
+            2: [raw(0, doc("c", "w"))],
+        }
+    )
+    assert consumer.commits == [{0: 2, 1: 1, 2: 1}] and consumer.seeks == []
+    assert _shared(p) == {"committed": 1.0, "declined": 0.0}
+    for tenant, entity in (("a", "y"), ("b", "z"), ("c", "w")):
+        assert await graph.get_entity(TenantId(tenant), EntityId(entity)) is not None
+        assert await vector.get(TenantId(tenant), EntityId(entity)) is not None
+    # Delivered again: already applied, nothing to share, nothing committed again.
+    await loop.on_batch({0: [raw(1, doc("a", "y"))], 1: [raw(0, doc("b", "z"))]})
+    assert consumer.commits == [{0: 2, 1: 1, 2: 1}]
+    assert _shared(p) == {"committed": 1.0, "declined": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("share_up_to", "partitions"),
+    [(0, {0: 1, 1: 1}), (2, {0: 2, 1: 1}), (10, {0: 1})],
+    ids=["off", "over-the-bound", "one-partition"],
+)
+async def test_a_batch_shares_only_within_its_bounds(
+    stores: Any, share_up_to: int, partitions: dict[int, int]
+) -> None:
+    p = projector(*stores, ListSink())
+    consumer = Recorder(set(partitions), dict(partitions))
+    loop = WorkerLoop(p, consumer, share_up_to=share_up_to)
+    batch = {
+        part: [raw(o, doc(f"t{part}", f"e{o}")) for o in range(count)]
+        for part, count in partitions.items()
+    }
+    await loop.on_batch(batch)
+    assert consumer.commits == [partitions]
+    assert _shared(p) == {"committed": 0.0, "declined": 0.0}
+
+
+async def test_a_partition_with_a_refused_event_leaves_the_shared_unit_to_the_others(
+    stores: Any,
+) -> None:
+    """A merge that closes a cycle fails the shared unit: it writes nothing,
+    each partition applies its own, and only the merge is dead-lettered."""
+    graph, vector = stores
+    sink = ListSink()
+    p = projector(graph, vector, sink)
+    await p.handle(0, [raw(0, doc("a", "x", "y")), raw(1, merge("a", "y", "x"))])
+    consumer = Recorder({0, 1}, {0: 3, 1: 1})
+    loop = WorkerLoop(p, consumer, share_up_to=10)
+    await loop.on_batch({0: [raw(2, merge("a", "x", "y"))], 1: [raw(0, doc("b", "z"))]})
+    assert _shared(p) == {"committed": 0.0, "declined": 1.0}
+    assert [letter.offset for letter in sink.letters] == [2]
+    assert consumer.commits[-1] == {0: 3, 1: 1}
+    assert await vector.get(TenantId("b"), EntityId("z")) is not None
+
+
+async def test_a_shared_batch_over_the_in_flight_budget_still_moves(stores: Any) -> None:
+    """The loop takes the budget for the whole shared batch at once: no
+    partition waits for room another holds while it waits for the rest."""
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0, 1}, {0: 1, 1: 1})
+    bounds = BatchBounds(in_flight=InFlight(1))
+    loop = WorkerLoop(p, consumer, bounds=bounds, share_up_to=10)
+    await asyncio.wait_for(
+        loop.on_batch({0: [raw(0, doc("a", "x"))], 1: [raw(0, doc("b", "y"))]}), 10
+    )
+    assert consumer.commits == [{0: 1, 1: 1}]
+    assert _shared(p)["committed"] == 1.0
+    assert bounds.in_flight is not None and bounds.in_flight.held == 0

@@ -103,9 +103,10 @@ class WorkerLoop:
         self.projector = projector
         self.consumer = consumer
         self.stall_after = stall_after
-        # A batch of at most this many records, over several partitions that
-        # each fit one sub-batch, writes their first passes in one unit of
-        # work per store (Projector.handle_together, ADR 0024); 0: never.
+        # Partitions of a batch with fewer records than this (each within one
+        # sub-batch) write their first passes in units of work shared by
+        # several of them, of at most this many records each
+        # (Projector.handle_together, ADR 0024); 0: never.
         self.share_up_to = share_up_to if projector.shares_units else 0
         # Each partition's records are handed to the projector in sub-batches
         # within these bounds, one after the other (streams.worker.bounds).
@@ -207,9 +208,12 @@ class WorkerLoop:
             self._forget({p for p, _ in ordered} - self.consumer.assigned())
 
     def _shares(self, ordered: Sequence[tuple[int, Sequence[RawRecord]]]) -> bool:
-        """Whether the batch's partitions share their units of work: several
-        of them, few records in all, each partition one sub-batch."""
-        if len(ordered) < 2 or sum(len(records) for _, records in ordered) > self.share_up_to:
+        """Whether the batch's partitions may share units of work: each within
+        one sub-batch, and two of them at least with fewer records than a
+        shared unit takes (a backlog's batch shares nothing, and keeps its
+        partitions writing while the next ones decode)."""
+        small = sum(len(records) < self.share_up_to for _, records in ordered)
+        if small < 2:
             return False
         return all(len(sub_batches(records, self.bounds)) == 1 for _, records in ordered)
 
@@ -221,11 +225,11 @@ class WorkerLoop:
         another holds while it waits for the rest would never move."""
         in_flight = self.bounds.in_flight
         if in_flight is None:
-            return await self.projector.handle_together(ordered)
+            return await self.projector.handle_together(ordered, self.share_up_to)
         size = batch_values_size(dict(ordered))
         await in_flight.acquire(size)
         try:
-            return await self.projector.handle_together(ordered)
+            return await self.projector.handle_together(ordered, self.share_up_to)
         finally:
             in_flight.release(size)
 

@@ -474,16 +474,18 @@ class Projector:
         return all(isinstance(fold.store, UnitsAcrossPartitions) for fold in self.folds)
 
     async def handle_together(
-        self, batch: Sequence[tuple[int, Sequence[RawRecord]]]
+        self, batch: Sequence[tuple[int, Sequence[RawRecord]]], group_records: int
     ) -> list[Decision]:
         """Several partitions' batches, each handled as ``handle`` does, but
-        with their first passes written in one unit of work per store (ADR
-        0024) where they can be: each partition's records from where its
-        stores need them, no control event among them, no tenant in two
-        partitions. A shared pass that does not commit writes nothing, and
-        each partition then applies its own. The decisions, in ``batch``'s
-        order."""
-        carpool: Carpool[list[FoldReport]] = Carpool([p for p, _ in batch], self._ride_together)
+        with their first passes written in units of work shared by several
+        partitions (at most ``group_records`` records each; ADR 0024) where
+        they can be: each partition's records from where its stores need
+        them, no control event among them, no tenant in two partitions. A
+        shared pass that does not commit writes nothing, and each partition
+        then applies its own. The decisions, in ``batch``'s order."""
+        carpool: Carpool[list[FoldReport]] = Carpool(
+            [p for p, _ in batch], self._ride_together, group_records
+        )
         token = _CARPOOL.set(carpool)
         try:
 

@@ -127,10 +127,11 @@ SIM_APPLY_BYTES = 1024
 #: Event-loop turns a quiesce round lets a member's put move with its intake
 #: idle before it gives up on it for that round.
 FEED_TURNS = 50
-#: Records per batch up to which a batch's partitions share their units of
-#: work (REDSTRING_SHARE_UNITS_UP_TO, ADR 0024), one per seed (no draw from
-#: the schedule's generator): always, small batches only, never.
-SIM_SHARE_UP_TO = (1 << 30, 6, 0)
+#: Records per unit of work shared by a batch's partitions
+#: (REDSTRING_SHARE_UNITS_UP_TO, ADR 0024), one per seed (no draw from the
+#: schedule's generator): the whole batch in one, several small ones at once,
+#: none.
+SIM_SHARE_UP_TO = (1 << 30, 4, 0)
 #: The read-ahead budgets (REDSTRING_READ_AHEAD_BYTES), one per seed by its
 #: remainder (no draw from the schedule's generator): two or three values of
 #: the workloads' 300-750 bytes, about ten, and none to speak of.

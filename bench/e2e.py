@@ -332,6 +332,22 @@ def _last_assignment(path: Path) -> list[int]:
     return held
 
 
+async def _settled_assignment(logs: Sequence[Path], partitions: set[int]) -> list[list[int]]:
+    """Each worker's last assignment, once together they cover ``partitions``.
+
+    A small workload can be projected while the group still rebalances: one
+    worker has logged its share of the new assignment and the other not yet.
+    Waiting a few seconds for the last log lines gives the assignment the
+    capacity model reads; past that the partial one is returned as it is."""
+    deadline = time.monotonic() + 20.0
+    while True:
+        assignment = [_last_assignment(log) for log in logs]
+        covered = {p for held in assignment for p in held}
+        if covered >= partitions or time.monotonic() > deadline:
+            return assignment
+        await asyncio.sleep(0.5)
+
+
 def percentile(samples: Sequence[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -802,7 +818,7 @@ class Bench:
             if while_running is not None:
                 await while_running(total / max(1e-9, samples[-1][0] - t0))
             rss = [peak_rss_mb(p.pid) for p, _ in procs]
-            assignment = [_last_assignment(log) for _, log in procs]
+            assignment = await _settled_assignment([log for _, log in procs], set(highs))
             settled = [t for _, log in procs if (t := _last_log_time(log, READY_LINE)) is not None]
             settle = max(0.0, max(settled) - t0) if settled else 0.0
         finally:

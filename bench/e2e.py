@@ -3,7 +3,8 @@ ceiling, the Kafka ceiling and a peer (docs/design.md 10; issue 10).
 
     python -m bench.e2e [--size tiny|small|large|xlarge] [--seed N] [--no-peer]
                         [--capacity PxW] [--profile] [--results DIR] [--keep]
-                        [--latency-rate EVENTS_PER_S]
+                        [--latency-rate EVENTS_PER_S] [--latency-seconds S]
+                        [--latency-levels FRACTIONS]
 
 One run, on the local stack (``redstring dev up``; endpoints from REDSTRING_*
 or ``.devstack/env``):
@@ -1204,10 +1205,15 @@ async def run_suite(
     only: Sequence[str] = (),
     capacity: tuple[int, int] | None = None,
     latency_rate: float | None = None,
+    latency_seconds: float | None = None,
+    latency_levels: Sequence[float] = LATENCY_LEVELS,
 ) -> Report:
     """``capacity``: (partitions, workers) of the capacity side, if it runs;
     ``latency_rate``: the rate whose fractions the latency phases offer, instead
-    of the measured 1-worker rate (two builds compared at the same load)."""
+    of the measured 1-worker rate (two builds compared at the same load);
+    ``latency_seconds`` and ``latency_levels``: each phase's length instead of
+    the size's, and which of the levels run (a long phase at one level tells
+    two builds' tails apart where 20 s do not)."""
     load_stack_env()
     size = SIZES[size_name]
     bench = Bench(size, seed, results, peer=peer, profile=profile)
@@ -1266,15 +1272,16 @@ async def run_suite(
                 if latency_rate is not None:
                     rate = latency_rate
                     report.latency_rate = latency_rate
+                seconds = latency_seconds or size.latency_seconds
                 for level, fraction in enumerate(LATENCY_LEVELS):
+                    if fraction not in latency_levels:
+                        continue
                     offered = max(2.0, round(rate * fraction, 1))
                     print(
                         f"  latency at {offered} events/s offered ({fraction:.0%} of "
-                        f"{rate:.1f}) for {size.latency_seconds:.0f}s"
+                        f"{rate:.1f}) for {seconds:.0f}s"
                     )
-                    measured = await bench.latency(
-                        topic, tenants, offered, size.latency_seconds, level
-                    )
+                    measured = await bench.latency(topic, tenants, offered, seconds, level)
                     report.latency_ms[str(fraction)] = {"fraction": fraction, **measured}
 
             steps: list[tuple[str, Callable[[], Awaitable[Side]]]] = [
@@ -1805,7 +1812,23 @@ def main() -> None:
         "1-worker rate, which moves from run to run: for comparing two builds at the "
         "same offered load",
     )
+    parser.add_argument(
+        "--latency-seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="pace each latency phase for S seconds instead of the size's (20 s at small)",
+    )
+    parser.add_argument(
+        "--latency-levels",
+        default=",".join(str(level) for level in LATENCY_LEVELS),
+        metavar="FRACTIONS",
+        help="comma-separated latency levels to run, of %(default)s",
+    )
     args = parser.parse_args()
+    levels = [float(level) for level in args.latency_levels.split(",") if level.strip()]
+    if not set(levels) <= set(LATENCY_LEVELS):
+        parser.error(f"--latency-levels: each one of {LATENCY_LEVELS}, not {levels}")
     asyncio.run(
         run_suite(
             args.size,
@@ -1818,6 +1841,8 @@ def main() -> None:
             only=[name.strip() for name in args.only.split(",") if name.strip()],
             capacity=args.capacity,
             latency_rate=args.latency_rate,
+            latency_seconds=args.latency_seconds,
+            latency_levels=levels,
         )
     )
     if args.plot is not None:

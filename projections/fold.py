@@ -124,6 +124,11 @@ class Split:
     """The stores failed on a segment of several events: try each on its own."""
 
 
+class _Declined(Exception):
+    """Leaves a unit of work across partitions without committing it: each
+    partition is then applied on its own, where the reason is handled."""
+
+
 class _RollBack(Exception):
     """Leaves a unit of work without committing it (a normal exit commits),
     carrying what the unit of work yields instead."""
@@ -403,14 +408,14 @@ class Fold(abc.ABC, Generic[U]):
             if seat is not None:
                 await seat.turn(key)
             try:
-                tallies, needed = await self._write_across(self.store, parts, seat, key)
-            except (_RollBack, *_UNIT_ERRORS):
+                tallies, written, needed = await self._write_across(self.store, parts, seat, key)
+            except (_Declined, *_UNIT_ERRORS):
                 return None
             committed = True
         finally:
             if seat is not None:
                 seat.leave(early=not committed)
-        first, written = tallies[0], tallies[-1]
+        first = tallies[0]
         return [
             FoldReport(
                 Applied(),
@@ -420,7 +425,7 @@ class Fold(abc.ABC, Generic[U]):
                 written.collapsed if tally is first else 0,
                 written.dangling if tally is first else 0,
             )
-            for tally, next_needed in zip(tallies[:-1], needed, strict=True)
+            for tally, next_needed in zip(tallies, needed, strict=True)
         ]
 
     async def _write_across(
@@ -429,10 +434,10 @@ class Fold(abc.ABC, Generic[U]):
         parts: Sequence[Part],
         seat: Seat | None,
         key: tuple[int, ...],
-    ) -> tuple[list[Tally], list[int]]:
+    ) -> tuple[list[Tally], Tally, list[int]]:
         """``_write_unit`` for the segments of several partitions: each
         admitted under its own partition's state, all written together. The
-        tallies per part and, last, the writes'; each part's next needed offset."""
+        tallies per part, the writes' tally, each part's next needed offset."""
         tallies = [Tally() for _ in parts]
         written = Tally()
         async with store.unit_of_work_across([part.partition for part in parts]) as uow:
@@ -441,7 +446,7 @@ class Fold(abc.ABC, Generic[U]):
             ledgers = await _read_tenants(uow, records)
             admissions = [await Admission.load(uow, part.partition) for part in parts]
             if any_ahead(parts, admissions):
-                raise _RollBack(Step(end=Ahead()))
+                raise _Declined
             if seat is not None:
                 seat.enter(key)
             originals = [dict(admission.markers) for admission in admissions]
@@ -462,8 +467,8 @@ class Fold(abc.ABC, Generic[U]):
             if seat is not None:
                 agreed = await seat.agree(key, None)
                 if agreed[0] is not Agreement.COMMIT:
-                    raise _RollBack(Step())
-        return [*tallies, written], [admission.next_needed() for admission in admissions]
+                    raise _Declined
+        return tallies, written, [admission.next_needed() for admission in admissions]
 
     async def admits(self, partition: StreamPartition, offset: int, tenant: TenantId) -> bool:
         """Whether this store would apply an event of ``tenant`` at ``offset``

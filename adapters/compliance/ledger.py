@@ -21,7 +21,7 @@ from adapters.compliance.ledger_across import UnitsAcrossPartitionsTier
 from contracts.domain import ErasureTombstone, RebuildMarker, StreamPartition
 from contracts.errors import CheckpointRegressionError, TopicRecreatedError
 from contracts.ids import EventId, TenantId
-from contracts.ports.ledger import NO_CHECKPOINT
+from contracts.ports.ledger import NO_CHECKPOINT, TenantLedgerReads
 
 
 def fresh_tenant() -> TenantId:
@@ -341,6 +341,41 @@ class LedgerCompliance(UnitsAcrossPartitionsTier):
         assert await store.applied_event_ids(b, [EventId("x")]) == set()
         await store.forget_applied_events(a)
         assert await store.applied_event_ids(a, [EventId("x"), EventId("y")]) == set()
+
+    async def test_a_unit_of_work_reads_several_tenants_ledgers_as_one_by_one(
+        self, store: Any
+    ) -> None:
+        """``tenant_ledgers`` (contracts.ports.ledger.TenantLedgerReads, which
+        a unit of work may offer) answers what ``erasure_tombstone`` and
+        ``applied_event_ids`` answer for each tenant: ids recorded earlier in
+        the unit of work count, another tenant's ids and repeats do not."""
+        erased, live, absent = fresh_tenant(), fresh_tenant(), fresh_tenant()
+        part = fresh_partition()
+        now = datetime.now(UTC)
+        await store.put_erasure_tombstone(ErasureTombstone(erased, part, 41))
+        await store.record_applied_events(erased, [EventId("e1"), EventId("e5")], now)
+        await store.record_applied_events(live, [EventId("e2")], now)
+        async with store.unit_of_work(part) as uow:
+            if not isinstance(uow, TenantLedgerReads):
+                pytest.skip("this store's units of work read tenant ledgers one by one")
+            await uow.record_applied_events(live, [EventId("e9")], now)
+            wanted = {
+                erased: [EventId("e1"), EventId("e3"), EventId("e1")],
+                live: [EventId("e2"), EventId("e9"), EventId("e5"), EventId("e1")],
+                absent: [],
+            }
+            found = await uow.tenant_ledgers(wanted)
+            one_by_one = {}
+            for tenant, ids in wanted.items():
+                stone = await uow.erasure_tombstone(tenant)
+                one_by_one[tenant] = (stone, await uow.applied_event_ids(tenant, ids))
+            assert found == one_by_one
+            assert found == {
+                erased: (ErasureTombstone(erased, part, 41), {"e1"}),
+                live: (None, {"e2", "e9"}),
+                absent: (None, set()),
+            }
+            assert await uow.tenant_ledgers({}) == {}
 
     async def test_applied_events_expire_by_age(self, store: Any) -> None:
         tenant = fresh_tenant()

@@ -9,7 +9,7 @@ transaction that no other writer of the partition can interleave with.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -184,6 +184,32 @@ class PgLedger:
         with translated("pgvector.applied_event_ids"):
             rows = await self._conn.fetch(self._sql.applied, tenant_id, asked)
         return {EventId(r["event_id"]) for r in rows}
+
+    async def tenant_ledgers(
+        self, wanted: Mapping[TenantId, Sequence[EventId]]
+    ) -> dict[TenantId, tuple[ErasureTombstone | None, set[EventId]]]:
+        """``erasure_tombstone`` and ``applied_event_ids`` of every tenant of
+        ``wanted``, in one statement (contracts.ports.ledger.TenantLedgerReads)."""
+        if not wanted:
+            return {}
+        pairs = sorted({(tenant, event_id) for tenant, ids in wanted.items() for event_id in ids})
+        with translated("pgvector.tenant_ledgers"):
+            rows = await self._conn.fetch(
+                self._sql.tenant_ledgers,
+                sorted(wanted),
+                [tenant for tenant, _ in pairs],
+                [event_id for _, event_id in pairs],
+            )
+        stones: dict[TenantId, ErasureTombstone] = {}
+        applied: dict[TenantId, set[EventId]] = {tenant: set() for tenant in wanted}
+        for r in rows:
+            tenant = TenantId(r["tenant_id"])
+            if r["kind"] == 0:
+                partition = StreamPartition(r["topic"], r["partition"], r["topic_id"])
+                stones[tenant] = ErasureTombstone(tenant, partition, r["erased_offset"])
+            else:
+                applied[tenant].add(EventId(r["event_id"]))
+        return {tenant: (stones.get(tenant), applied[tenant]) for tenant in wanted}
 
     async def record_applied_events(
         self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime

@@ -277,6 +277,24 @@ class Statements:
         )
 
     @property
+    def tenant_ledgers(self) -> str:
+        # One statement for what ``tombstone`` and ``applied`` ask tenant by
+        # tenant. The ids come as (tenant, id) pairs, and each pair is looked up
+        # on its own (LATERAL): one primary-key probe per id whatever the plan
+        # cached for the statement thinks the arrays hold.
+        return (
+            "SELECT 0 AS kind, tenant_id, topic, partition, topic_id, erased_offset, "
+            f"NULL::text AS event_id FROM {self.s}.tombstones WHERE tenant_id = ANY($1::text[]) "
+            "UNION ALL "
+            "SELECT 1, a.tenant_id, NULL::text, NULL::integer, NULL::text, NULL::bigint, "
+            "a.event_id "
+            "FROM unnest($2::text[], $3::text[]) AS w(tenant_id, event_id) "
+            "CROSS JOIN LATERAL ("
+            f"SELECT tenant_id, event_id FROM {self.s}.applied_events "
+            "WHERE tenant_id = w.tenant_id AND event_id = w.event_id) AS a"
+        )
+
+    @property
     def record_applied(self) -> str:
         return (
             f"INSERT INTO {self.s}.applied_events (tenant_id, event_id, applied_at) "

@@ -56,38 +56,6 @@ class TestNeo4jGraphLedger(LedgerCompliance):
         return await store.get_entity(tenant, EntityId("fact")) is not None
 
 
-async def test_a_unit_of_work_reads_several_tenants_ledgers_as_one_by_one(
-    neo4j_store: Neo4jGraphStore,
-) -> None:
-    """``tenant_ledgers`` answers what ``erasure_tombstone`` and
-    ``applied_event_ids`` answer for each tenant, ids recorded earlier in the
-    unit of work included (contracts.ports.ledger.TenantLedgerReads)."""
-    erased, live = TenantId(f"tl-{uuid.uuid4().hex[:8]}"), TenantId(f"tl-{uuid.uuid4().hex[:8]}")
-    partition = StreamPartition(f"tl-{uuid.uuid4().hex[:8]}", 0, "topic-id")
-    now = datetime.now(UTC)
-    await neo4j_store.put_erasure_tombstone(ErasureTombstone(erased, partition, 41))
-    await neo4j_store.record_applied_events(erased, [EventId("e1"), EventId("e5")], now)
-    await neo4j_store.record_applied_events(live, [EventId("e2")], now)
-    async with neo4j_store.unit_of_work(partition) as uow:
-        await uow.record_applied_events(live, [EventId("e9")], now)
-        assert isinstance(uow, TenantLedgerReads)
-        wanted = {
-            erased: [EventId("e1"), EventId("e3"), EventId("e1")],
-            live: [EventId("e2"), EventId("e9"), EventId("e1")],
-            TenantId(f"tl-{uuid.uuid4().hex[:8]}"): [],
-        }
-        found = await uow.tenant_ledgers(wanted)
-        one_by_one = {
-            tenant: (await uow.erasure_tombstone(tenant), await uow.applied_event_ids(tenant, ids))
-            for tenant, ids in wanted.items()
-        }
-        assert found == one_by_one
-        assert found[erased] == (ErasureTombstone(erased, partition, 41), {"e1"})
-        assert found[live] == (None, {"e2", "e9"})
-    for tenant in (erased, live):
-        await neo4j_store.forget_applied_events(tenant)
-
-
 async def test_a_unit_of_work_opened_by_the_tenant_ledgers_reads_them_under_its_lock(
     neo4j_store: Neo4jGraphStore,
 ) -> None:

@@ -112,6 +112,10 @@ class PgLedger:
         return {(r["topic"], r["partition"]): r["last_offset"] for r in rows}
 
     async def rebuild_markers(self, partition: StreamPartition) -> list[RebuildMarker]:
+        # Not read with the lock, as Neo4j's are: a statement that waited for
+        # the row lock reads the re-fetched row but answers a subquery from the
+        # snapshot it took before the wait, so markers written by the unit of
+        # work it waited on would be missing. Read after the lock, they are not.
         with translated("pgvector.rebuild_markers"):
             rows = await self._conn.fetch(self._sql.markers, partition.topic, partition.partition)
         return [

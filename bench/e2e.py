@@ -238,9 +238,10 @@ def servers_cpu() -> dict[str, float]:
     server's exited children included: Postgres runs a process per
     connection), and under ``<server> jit`` the part of it a Java server's
     JIT compiler threads spent; empty when the services are not the local
-    stack's."""
+    stack's (``DEVSTACK_DIR`` from the stack's env file, else this checkout's)."""
     out: dict[str, float] = {}
-    for record in sorted((ROOT / ".devstack" / "pids").glob("*.json")):
+    stack = Path(os.environ.get("DEVSTACK_DIR") or ROOT / ".devstack")
+    for record in sorted((stack / "pids").glob("*.json")):
         with contextlib.suppress(OSError, ValueError, KeyError):
             pid = int(json.loads(record.read_text())["pid"])
             out[record.stem] = _tree_cpu(pid)

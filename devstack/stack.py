@@ -221,7 +221,9 @@ def _ensure_up(layout: Layout, report: Reporter) -> dict[str, str]:
         extra = f" (and {len(errors) - 1} more problem(s), above)" if len(errors) > 1 else ""
         raise DevstackError(f"{errors[0]}{extra}")
 
-    env: dict[str, str] = {}
+    # Where the stack keeps its state: a benchmark run from another checkout
+    # finds the servers' pid files (their CPU) from here.
+    env: dict[str, str] = {"DEVSTACK_DIR": str(layout.base)}
     for service in services:
         env.update(service.env())
     write_env_file(layout, env)

@@ -356,7 +356,8 @@ class LedgerCompliance(UnitsAcrossPartitionsTier):
         await store.record_applied_events(erased, [EventId("e1"), EventId("e5")], now)
         await store.record_applied_events(live, [EventId("e2")], now)
         async with store.unit_of_work(part) as uow:
-            if not isinstance(uow, TenantLedgerReads):
+            reads = uow if isinstance(uow, TenantLedgerReads) else None
+            if reads is None:
                 pytest.skip("this store's units of work read tenant ledgers one by one")
             await uow.record_applied_events(live, [EventId("e9")], now)
             wanted = {
@@ -364,7 +365,7 @@ class LedgerCompliance(UnitsAcrossPartitionsTier):
                 live: [EventId("e2"), EventId("e9"), EventId("e5"), EventId("e1")],
                 absent: [],
             }
-            found = await uow.tenant_ledgers(wanted)
+            found = await reads.tenant_ledgers(wanted)
             one_by_one = {}
             for tenant, ids in wanted.items():
                 stone = await uow.erasure_tombstone(tenant)
@@ -375,7 +376,7 @@ class LedgerCompliance(UnitsAcrossPartitionsTier):
                 live: (None, {"e2", "e9"}),
                 absent: (None, set()),
             }
-            assert await uow.tenant_ledgers({}) == {}
+            assert await reads.tenant_ledgers({}) == {}
 
     async def test_applied_events_expire_by_age(self, store: Any) -> None:
         tenant = fresh_tenant()

@@ -73,21 +73,31 @@ class Tripwire:
             self.fired += 1
             raise SimulatedCrash(f"crash at store call {self.calls} ({what})")
 
+    async def turn(self) -> None:
+        """After a call's tick, before the store answers: a real store's
+        round trip, where other tasks run. None here."""
+
 
 class _Tripping:
-    """Passes attribute access through; async methods tick the tripwire first."""
+    """Passes attribute access through; async methods tick the tripwire first.
+    ``hidden``: what the store offers that this one does not (a store without
+    an optional capability)."""
 
-    def __init__(self, inner: Any, trip: Tripwire) -> None:
+    def __init__(self, inner: Any, trip: Tripwire, hidden: frozenset[str] = frozenset()) -> None:
         self._inner = inner
         self._trip = trip
+        self._hidden = hidden
 
     def __getattr__(self, name: str) -> Any:
+        if name in self._hidden:
+            raise AttributeError(name)
         attr = getattr(self._inner, name)
         if inspect.iscoroutinefunction(attr):
             trip = self._trip
 
             async def tripping(*args: Any, **kwargs: Any) -> Any:
                 trip.tick(name)
+                await trip.turn()
                 return await attr(*args, **kwargs)
 
             return tripping
@@ -109,8 +119,9 @@ class CrashingStore(_Tripping):
     async def _tripping_unit(self, opener: str, *args: Any) -> AsyncIterator[Any]:
         """The inner store's unit of work (opened by ``opener``), its calls tripping."""
         self._trip.tick(opener)
+        await self._trip.turn()
         async with getattr(self._inner, opener)(*args) as real:
-            yield _Tripping(real, self._trip)
+            yield _Tripping(real, self._trip, self._hidden)
 
 
 # -- stores and workers ---------------------------------------------------------

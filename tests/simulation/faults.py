@@ -5,13 +5,15 @@ a unit of work the store's server ended (``TransactionEndedError``), after
 which the projector's passes take fewer records (ADR 0021).
 
 The stores are wrapped with the scenario harness's ``CrashingStore`` (every
-async call, inside units of work too, ticks the wire); the memory stores'
-units of work roll back on any exception, this one included
+async call, inside units of work too, ticks the wire, and may give other
+tasks a turn before it answers, as a real store's round trip does); the
+memory stores' units of work roll back on any exception, this one included
 (test_simulation checks it)."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,8 +31,11 @@ class FaultWire(Tripwire):
     """One worker incarnation's await points. Once it has crashed, every
     further await of that incarnation raises too (the process is gone)."""
 
-    def __init__(self) -> None:
+    def __init__(self, turns: random.Random | None = None, chance: float = 0.0) -> None:
         super().__init__()
+        #: How often a store call gives other tasks a turn before it answers.
+        self.turns = turns
+        self.chance = chance
         self.dead = False
         self.transient_at: int | None = None
         self.transients = 0
@@ -66,13 +71,20 @@ class FaultWire(Tripwire):
                 raise TransactionEndedError(f"transaction ended at await {self.calls} ({what})")
             raise ConnectionError(f"transient failure at await {self.calls} ({what})")
 
+    async def turn(self) -> None:
+        """A store's round trip: sometimes other tasks (the other members, the
+        consumer's side, an operator) run between the call and its answer, as
+        they do while a real store is asked."""
+        if self.turns is not None and self.turns.random() < self.chance:
+            await asyncio.sleep(0)
+
     def tick_consumer(self, what: str) -> None:
         """A consumer call: only a crash (Faust crashes on its own errors)."""
         self._crash_check(what)
 
 
-def crashing(store: Any, wire: FaultWire) -> Any:
-    return CrashingStore(store, wire)
+def crashing(store: Any, wire: FaultWire, hidden: frozenset[str] = frozenset()) -> Any:
+    return CrashingStore(store, wire, hidden)
 
 
 class DeadLetterTopic:

@@ -136,6 +136,15 @@ SIM_SHARE_UP_TO = (1 << 30, 4, 0)
 #: remainder (no draw from the schedule's generator): two or three values of
 #: the workloads' 300-750 bytes, about ten, and none to speak of.
 SIM_READ_AHEAD_BYTES = (1024, 4096, 1 << 30)
+#: How often a store call gives other tasks a turn before it answers (a real
+#: store's round trip), one per seed by ``seed // 9``: never (the memory
+#: stores alone never suspend), sometimes, mostly. The turns draw from a
+#: generator of their own, so the schedule's draws stay what they were.
+SIM_TURN_CHANCES = (0.0, 0.3, 0.8)
+#: The optional capabilities a seed's stores lack, by ``seed // 27``: none
+#: (as the shipped stores), and the batched tenant-ledger read (a store
+#: written outside redstring, read tenant by tenant).
+SIM_HIDDEN = (frozenset(), frozenset({"tenant_ledgers"}))
 
 
 class ObservedLoop(WorkerLoop):
@@ -192,9 +201,9 @@ class Member:
 
     def __init__(self, sim: Simulation, name: str) -> None:
         self.name = name
-        self.wire = FaultWire()
-        graph = crashing(sim.graph, self.wire)
-        vector = crashing(sim.vector, self.wire)
+        self.wire = FaultWire(sim.turns, sim.turn_chance)
+        graph = crashing(sim.graph, self.wire, sim.hidden)
+        vector = crashing(sim.vector, self.wire, sim.hidden)
         self.projector = Projector(
             [
                 GraphProjection(graph, embedding_dimension=DIMENSION, chunk=2),
@@ -323,15 +332,23 @@ class Simulation:
         self.step = 0
         self.violations: list[str] = []
         self.report = Report(seed, len(workload.records))
+        self.turns = random.Random(f"turns-{seed}")
+        self.turn_chance = SIM_TURN_CHANCES[(seed // 9) % len(SIM_TURN_CHANCES)]
+        self.hidden = SIM_HIDDEN[(seed // 27) % len(SIM_HIDDEN)]
         count = 1 + self.rng.randrange(self.knobs.max_members)
         self.members = [Member(self, f"w{i}") for i in range(count)]
         #: The operator's `redstring skip` over the shared stores, when one runs.
         self.operator: asyncio.Task[None] | None = None
         #: (partition, offset) of each record the operator's skip finished.
         self.skipped: set[tuple[int, int]] = set()
+        # The operator's command runs beside the workers, its store calls
+        # taking turns as theirs do; no fault reaches it.
+        operator = FaultWire(self.turns, self.turn_chance)
         self.operator_folds = [
-            GraphProjection(self.graph, embedding_dimension=DIMENSION),
-            VectorProjection(self.vector, self.embedder),
+            GraphProjection(
+                crashing(self.graph, operator, self.hidden), embedding_dimension=DIMENSION
+            ),
+            VectorProjection(crashing(self.vector, operator, self.hidden), self.embedder),
         ]
 
     def clock(self) -> float:

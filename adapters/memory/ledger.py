@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -93,6 +93,19 @@ class MemoryLedger:
     ) -> set[EventId]:
         known = self._ledger.applied.get(tenant_id, {})
         return {e for e in event_ids if e in known}
+
+    async def tenant_ledgers(
+        self, wanted: Mapping[TenantId, Sequence[EventId]]
+    ) -> dict[TenantId, tuple[ErasureTombstone | None, set[EventId]]]:
+        """contracts.ports.ledger.TenantLedgerReads: the reference for what
+        the database adapters answer in one statement."""
+        return {
+            tenant: (
+                self._ledger.tombstones.get(tenant),
+                {e for e in ids if e in self._ledger.applied.get(tenant, {})},
+            )
+            for tenant, ids in wanted.items()
+        }
 
     async def record_applied_events(
         self, tenant_id: TenantId, event_ids: Iterable[EventId], applied_at: datetime

@@ -1,7 +1,7 @@
 """Neo4j's work per statement for one unit of work of the graph fold, against
 the direct-write ceiling's: ``python -m bench.neo4j_profile``.
 
-    python -m bench.neo4j_profile [--size small] [--seed 7] [--per-unit 150]
+    python -m bench.neo4j_profile [--size small] [--seed 7] [--per-unit 150] [--rebuild]
 
 Folds bench/e2e.py's workload (``bench.workload``) through the real graph fold
 (``projections.graph.GraphProjection``) and ``Neo4jGraphStore`` on the local
@@ -17,8 +17,13 @@ caches, pools), one with every statement run under ``PROFILE`` (database hits
 and rows, which are deterministic for a given workload and code), and one
 plain (server time: the result summary's ``result_available_after`` +
 ``result_consumed_after``, and the client's round trip, ``COMMIT`` included).
-Prints a markdown table per side, per unit of work. Everything it wrote is
-deleted at the end. Wall-clock numbers; no test asserts on them.
+Prints a markdown table per side, per unit of work. ``--rebuild`` adds a
+third side: a replay's rebuild, the fold through rebuild windows into
+tenants just purged (folded once, deleted by ``delete_by_tenant``, their
+applied ids forgotten), to tell whether Neo4j writes a rebuilt tenant
+dearer than a new one.
+Everything it wrote is deleted at the end. Wall-clock numbers; no test
+asserts on them.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from bench.e2e import servers_cpu
 from bench.neo4j_write import CEILING_ENTITIES, CEILING_RELATIONSHIPS, Batch, ceiling_params
 from bench.neo4j_write import _endpoints as neo4j_endpoints
 from bench.workload import SIZES, Planned, generate
-from contracts.domain import Entity, Relationship, StreamPartition
+from contracts.domain import Entity, RebuildMarker, Relationship, StreamPartition
 from contracts.events import parse_event
 from contracts.ids import EntityId, TenantId
 from projections.graph import GraphProjection
@@ -226,6 +231,28 @@ async def fold_pass(
         assert report.outcome.__class__.__name__ == "Applied", report
 
 
+async def open_windows(
+    store: Neo4jGraphStore,
+    driver: AsyncDriver,
+    names: dict[str, str],
+    workload: list[Planned],
+    tenants: list[str],
+    topic: str,
+) -> None:
+    """What a replay leaves before its rebuild: the tenants folded once, then
+    purged (``delete_by_tenant``, applied ids forgotten) and a rebuild window
+    opened over each one's records on ``topic``, whose checkpoints are past
+    them, so that only the windows admit them again."""
+    await fold_pass(driver, Capture(names, profile=False), workload, tenants, topic, 10**9)
+    for tenant in tenants:
+        await store.delete_by_tenant(TenantId(tenant))
+        await store.forget_applied_events(TenantId(tenant))
+    for p, log in _records(workload, tenants).items():
+        part = StreamPartition(topic, p, "profile")
+        for tenant in sorted({r.tenant_id for r in log if r.tenant_id is not None}):
+            await store.put_rebuild_marker(RebuildMarker(tenant, part, 0, len(log), -1))
+
+
 async def ceiling_pass(
     driver: AsyncDriver,
     capture: Capture,
@@ -320,7 +347,7 @@ def table(title: str, capture: Capture, timed: Capture, events: int) -> str:
     return "\n".join(lines)
 
 
-async def main(size: str, seed: int, per_unit: int, events: int | None) -> None:
+async def main(size: str, seed: int, per_unit: int, events: int | None, rebuild: bool) -> None:
     uri, user, password = neo4j_endpoints()
     bootstrap = await Neo4jGraphStore.open(uri, user, password)
     driver = AsyncGraphDatabase.driver(
@@ -330,18 +357,21 @@ async def main(size: str, seed: int, per_unit: int, events: int | None) -> None:
     planned = workload.events[:events] if events else workload.events
     names = _statement_names(bootstrap.max_alias_depth)
     run = uuid.uuid4().hex[:6]
+    sides = ("redstring", "ceiling", "rebuild") if rebuild else ("redstring", "ceiling")
     written: list[str] = []
     topics: list[str] = []
     captures: dict[str, Capture] = {}
     try:
         for label, profile in (("warm", False), ("profile", True), ("timed", False)):
-            for side in ("redstring", "ceiling"):
+            for side in sides:
                 tenants = [f"prof-{run}-{label}-{side[0]}{i:02d}" for i in range(workload.tenants)]
                 written += tenants
                 capture = Capture(names, profile)
+                topics.append(f"prof-{run}-{label}-{side}")
+                if side == "rebuild":
+                    await open_windows(bootstrap, driver, names, planned, tenants, topics[-1])
                 before = servers_cpu().get("neo4j")
-                if side == "redstring":
-                    topics.append(f"prof-{run}-{label}")
+                if side in ("redstring", "rebuild"):
                     await fold_pass(driver, capture, planned, tenants, topics[-1], per_unit)
                 else:
                     await ceiling_pass(driver, capture, planned, tenants, per_unit)
@@ -374,11 +404,12 @@ async def main(size: str, seed: int, per_unit: int, events: int | None) -> None:
     load = os.getloadavg()
     print(
         f"`python -m bench.neo4j_profile --size {size} --seed {seed} --per-unit {per_unit}"
-        f"{f' --events {events}' if events else ''}`: {len(planned)} events, "
+        f"{f' --events {events}' if events else ''}{' --rebuild' if rebuild else ''}`: "
+        f"{len(planned)} events, "
         f"{workload.tenants} tenants over {PARTITIONS} partitions; load average "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end.\n"
     )
-    for side in ("redstring", "ceiling"):
+    for side in sides:
         print(table(side, captures[f"profile {side}"], captures[f"timed {side}"], len(planned)))
         print()
 
@@ -389,5 +420,10 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--per-unit", type=int, default=150, help="records per partition per unit")
     parser.add_argument("--events", type=int, default=None, help="only the first N events")
+    parser.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="also fold into tenants just purged, as a replay's rebuild does",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.size, args.seed, args.per_unit, args.events))
+    asyncio.run(main(args.size, args.seed, args.per_unit, args.events, args.rebuild))

@@ -1,5 +1,6 @@
 """bench/neo4j_profile.py runs, tiny, against the real Neo4j: every statement
-the fold and the ceiling send is captured and named, and both tables add up.
+the fold and the ceiling send is captured and named, and the tables add up
+(the fold's into purged tenants too).
 No time or CPU figure is asserted."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.services
 async def test_the_profile_names_every_statement_it_captures(
     stack_environ: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    await main("tiny", 7, 40, None)
+    await main("tiny", 7, 40, None, True)
     out = capsys.readouterr().out
     rows = [line.split(" | ")[0].lstrip("| ") for line in out.splitlines() if line.startswith("| ")]
     captured = {row for row in rows if row not in {"statement", "---", "**total**"}}
@@ -34,4 +35,6 @@ async def test_the_profile_names_every_statement_it_captures(
         or row in {"alias_depths"}
         for row in captured
     ), captured
-    assert out.count("**total**") == 2
+    # The fold, the ceiling, and the fold into tenants just purged (--rebuild).
+    assert out.count("**total**") == 3
+    assert "**rebuild**" in out

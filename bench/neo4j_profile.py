@@ -14,14 +14,17 @@ driver the store is given, here only: production code has no hook.
 
 Three passes, each into fresh tenants and a fresh topic: a warm-up (plan
 caches, pools), one with every statement run under ``PROFILE`` (database hits
-and rows, which are deterministic for a given workload and code), and one
+and rows, which are deterministic for a given workload, code and plan), and one
 plain (server time: the result summary's ``result_available_after`` +
 ``result_consumed_after``, and the client's round trip, ``COMMIT`` included).
 Prints a markdown table per side, per unit of work. ``--rebuild`` adds a
 third side: a replay's rebuild, the fold through rebuild windows into
 tenants just purged (folded once, deleted by ``delete_by_tenant``, their
 applied ids forgotten), to tell whether Neo4j writes a rebuilt tenant
-dearer than a new one.
+dearer than a new one. A statement whose plan scanned an index or a label
+(where every statement means to seek) has its heaviest such call's plan
+printed after its side's table: Neo4j replans as statistics move, and a
+plan that moved shows only there.
 Everything it wrote is deleted at the end. Wall-clock numbers; no test
 asserts on them.
 """
@@ -96,6 +99,10 @@ class Capture:
     units: int = 0
     #: The Neo4j server's CPU seconds over the pass (the local stack's only).
     neo4j_cpu: float | None = None
+    #: The plan of each statement's call with the most db hits among those
+    #: that scanned (an operator reading more than SCAN_HITS by a scan, where
+    #: the statements mean to seek): a plan that moved shows here.
+    heavy: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def name(self, query: str) -> str:
         return self.names.get(query) or query.strip().splitlines()[0][:40]
@@ -114,7 +121,12 @@ class Capture:
             summary.result_consumed_after or 0
         )
         if self.profile and summary.profile is not None:
-            stat.hits += _db_hits(summary.profile)
+            hits = _db_hits(summary.profile)
+            stat.hits += hits
+            name = self.name(query)
+            scanned = _scan_hits(summary.profile) > SCAN_HITS
+            if scanned and hits > self.heavy.get(name, (0, ""))[0]:
+                self.heavy[name] = (hits, _plan_text(summary.profile))
         return records
 
     async def commit(self, tx: Any) -> None:
@@ -123,6 +135,27 @@ class Capture:
         stat = self.stats["COMMIT"]
         stat.calls += 1
         stat.wall_ms += (time.perf_counter() - started) * 1000
+
+
+#: A call whose scans read more than this many db hits has its plan printed.
+SCAN_HITS = 1_000
+
+
+def _scan_hits(plan: dict[str, Any]) -> int:
+    """The db hits of a plan's scan operators (index, label or all-node scans)."""
+    own = int(plan.get("dbHits", 0)) if "Scan" in str(plan.get("operatorType", "")) else 0
+    return own + sum(_scan_hits(c) for c in plan.get("children", []))
+
+
+def _plan_text(plan: dict[str, Any], depth: int = 0) -> str:
+    """A profiled plan as indented lines: operator, db hits, rows, details."""
+    args = plan.get("args", {})
+    line = (
+        f"{'  ' * depth}{plan.get('operatorType', '?')} hits={plan.get('dbHits', 0)} "
+        f"rows={plan.get('rows', 0)} {str(args.get('Details', ''))[:160]}"
+    )
+    children = [_plan_text(c, depth + 1) for c in plan.get("children", [])]
+    return "\n".join([line, *children])
 
 
 def _db_hits(plan: dict[str, Any]) -> int:
@@ -412,6 +445,9 @@ async def main(size: str, seed: int, per_unit: int, events: int | None, rebuild:
     for side in sides:
         print(table(side, captures[f"profile {side}"], captures[f"timed {side}"], len(planned)))
         print()
+        for name, (hits, plan) in sorted(captures[f"profile {side}"].heavy.items()):
+            print(f"{side}: the heaviest call of {name} that scanned ({hits:,} db hits):\n")
+            print("```\n" + plan + "\n```\n")
 
 
 if __name__ == "__main__":

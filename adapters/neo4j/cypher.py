@@ -76,9 +76,12 @@ SET e.name = row.name, e.type = row.type, e.blocking_key = row.blocking_key, e +
     e:$(row.labels)
 """
 
+#: Every lookup of a key from a parameter list is hinted to its seek
+#: (DELETE_RELATIONSHIPS says why).
 GET_ENTITIES: Final = """
 UNWIND $ids AS id
 MATCH (e:Entity {tenant_id: $tenant, id: id})
+USING INDEX SEEK e:Entity(tenant_id, id)
 RETURN properties(e) AS e
 """
 
@@ -161,6 +164,7 @@ RESOLVE: Final = (
     """
 UNWIND $ids AS id
 MATCH (s:AliasId {tenant_id: $tenant, id: id})
+USING INDEX SEEK s:AliasId(tenant_id, id)
 """
     + resolve_walk
     + """RETURN id, s.tenant_id AS tenant_id, ends, tenants, hops
@@ -174,6 +178,7 @@ RESOLVE_BY_TENANT: Final = (
 UNWIND $asks AS ask
 UNWIND ask.ids AS id
 MATCH (s:AliasId {tenant_id: ask.tenant, id: id})
+USING INDEX SEEK s:AliasId(tenant_id, id)
 """
     + resolve_walk
     + """RETURN ask.tenant AS asked, id, s.tenant_id AS tenant_id, ends, tenants, hops
@@ -345,10 +350,16 @@ UPSERT_BY_TENANT: Final = (
 #: ``UPSERT_BY_TENANT`` carrying the unit of work's deferred ledger write.
 LEDGER_AND_UPSERT_BY_TENANT: Final = "CALL () {" + WRITE_DEFERRED + "}\n" + UPSERT_BY_TENANT
 
+#: The hints hold both endpoints to their key's seek: without them the
+#: planner has, as the store's statistics moved, planned a scan of every
+#: tenant's entities per key, a million rows for a batch of 32 keys
+#: (docs/performance.md, "Plans that moved").
 DELETE_RELATIONSHIPS: Final = """
 UNWIND $keys AS k
 MATCH (s:Entity {tenant_id: $tenant, id: k.source})
       -[r:$(k.type)]->(t:Entity {tenant_id: $tenant, id: k.target})
+USING INDEX SEEK s:Entity(tenant_id, id)
+USING INDEX SEEK t:Entity(tenant_id, id)
 DELETE r
 RETURN count(r) AS deleted
 """
@@ -380,12 +391,13 @@ MATCH (s:Entity)-[r]->(t:Entity {tenant_id: $tenant, id: $target})
     + _EDGE
 )
 
-#: The hint keeps the tenant's seek: with a type in the pattern the planner
-#: would otherwise scan that type across every tenant.
+#: The hint keeps the tenant's seek (a seek, not the index scan a bare
+#: ``USING INDEX`` allows): with a type in the pattern the planner would
+#: otherwise scan that type across every tenant.
 GET_RELATIONSHIPS_ALL: Final = (
     """
 MATCH (s:Entity {tenant_id: $tenant})-[r]->(t:Entity)
-USING INDEX s:Entity(tenant_id, id)
+USING INDEX SEEK s:Entity(tenant_id, id)
 WHERE s.id IS NOT NULL
 """
     + _EDGE
@@ -406,10 +418,12 @@ def typed(statement: str, rel_type: str) -> str:
     return statement.replace(_UNTYPED, f"-[r:`{rel_type}`]->")
 
 
+#: The hint holds each id to its key's seek (as DELETE_RELATIONSHIPS').
 GET_RELATIONSHIPS_FOR: Final = (
     """
 UNWIND $ids AS id
-MATCH (:Entity {tenant_id: $tenant, id: id})-[edge]-()
+MATCH (n:Entity {tenant_id: $tenant, id: id})-[edge]-()
+USING INDEX SEEK n:Entity(tenant_id, id)
 WITH DISTINCT edge
 WITH startNode(edge) AS s, edge AS r, endNode(edge) AS t
 """

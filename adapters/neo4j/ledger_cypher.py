@@ -198,6 +198,7 @@ _walks_column: Final = (
     """COLLECT {
          UNWIND t.resolve AS id
          MATCH (s:AliasId {tenant_id: t.tenant, id: id})
+         USING INDEX SEEK s:AliasId(tenant_id, id)
          """
     + resolve_walk
     + """         RETURN {id: id, tenant_id: s.tenant_id, ends: ends, tenants: tenants,

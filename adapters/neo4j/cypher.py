@@ -215,6 +215,7 @@ OPTIONAL MATCH above = (:AliasId {{tenant_id: $tenant, id: row.canonical_id}})
 WITH i, row, coalesce(below, 0) AS below, coalesce(max(length(above)), 0) AS above
 WITH i, row, below, above, i = 0 OR EXISTS {{
   MATCH (p:AliasId {{tenant_id: $tenant, id: $rows[i - 1].alias_id}})
+  USING INDEX SEEK p:AliasId(tenant_id, id)
   WHERE p.lock = $token + ':' + toString(i - 1)
 }} AS reached
 CALL (i, row, below, above, reached) {{
@@ -284,6 +285,7 @@ UPSERT_RELATIONSHIPS: Final = (
     """
 UNWIND range(0, size($endpoints) - 1) AS i
 OPTIONAL MATCH (n:Entity {tenant_id: $tenant, id: $endpoints[i]})
+USING INDEX SEEK n:Entity(tenant_id, id)
 WITH i, n ORDER BY i
 WITH collect(n) AS nodes, collect(CASE WHEN n IS NULL THEN $endpoints[i] END) AS missing
 CALL (nodes, missing) {

@@ -307,8 +307,11 @@ async def test_asking_for_applied_ids_costs_the_ids_asked_not_the_tenants_histor
     await store.delete_by_tenant(tenant)
 
 
-#: A node matched by its key from a list (an ``UNWIND`` row), not a parameter.
-_KEY_FROM_A_ROW = re.compile(r"\((\w+):(Entity|AliasId) \{tenant_id: [^,]+, id: (?!\$)[^}]+\}\)")
+#: A node matched by its key from a list (an ``UNWIND`` row, or a list
+#: parameter indexed by one), not by one parameter.
+_KEY_FROM_A_ROW = re.compile(
+    r"\((\w+):(Entity|AliasId) \{tenant_id: [^,]+, id: (?!\$\w+\})[^}]+\}\)"
+)
 
 
 def _keys_from_rows(statement: str) -> list[tuple[str, str]]:

@@ -64,7 +64,10 @@ public final class Neo4jLauncher {
                 // unique index, and its edge writes expand between bound nodes
                 // (tests/integration/test_neo4j_plans.py), so a new plan is the
                 // same plan; a store growing from empty replanned each
-                // of them every few seconds (docs/performance.md).
+                // of them every few seconds (docs/performance.md). The key
+                // lookups from lists carry seek hints: one replan without them
+                // chose an index scan, which this interval then kept
+                // (docs/performance.md, "Plans that moved").
                 .setConfig(GraphDatabaseSettings.cypher_min_replan_interval, Duration.ofHours(1))
                 .build();
 

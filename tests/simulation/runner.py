@@ -630,6 +630,13 @@ class Simulation:
             for member in self.members:
                 if member.timer is not None:
                     await asyncio.gather(member.timer, return_exceptions=True)
+            if self.operator is not None:
+                # The round's run of the operator ends within the round: its
+                # store calls take turns, and a round whose members have
+                # nothing left to do gives it too few for it to end on its
+                # own before the check below, every round (a stall that was
+                # the harness's, found by a soak).
+                await asyncio.gather(self.operator, return_exceptions=True)
             await self.settle()
             if await self.quiet():
                 self.report.rounds_to_quiesce = rounds

@@ -60,18 +60,29 @@ class PgLedger:
     async def lock_all(self, partitions: Sequence[StreamPartition]) -> None:
         """``lock`` for several partitions, given in lock order
         (contracts.ports.ledger.lock_order): one statement when every row
-        exists; a row still missing is then created and locked by ``lock``.
-        Waiting on another transaction only ever happens on a row after all
-        those held (the select locks in order) or on a row the other inserted
-        (both insert the missing ones in order), so two such units never wait
-        for each other in a cycle."""
+        exists; when one is missing, every row is locked by ``lock``, in
+        order, creating the missing ones. Waiting on another transaction only
+        ever happens on a row after all those held, so two such units never
+        wait for each other in a cycle."""
         if len(partitions) == 1:
             await self.lock(partitions[0])
             return
         topics = [p.topic for p in partitions]
         numbers = [p.partition for p in partitions]
         with translated("pgvector.checkpoint lock"):
+            # In a savepoint: should a row be missing, the rows the select
+            # locked may lie after it in lock order, and holding them while
+            # creating it could wait in a cycle with a unit holding it (a CI
+            # run met that deadlock). Rolling back to the savepoint releases
+            # them, and the rows are then locked one by one, in order.
+            savepoint = self._conn.transaction()
+            await savepoint.start()
             rows = await self._conn.fetch(self._sql.lock_checkpoints, topics, numbers)
+            if len(rows) < len(partitions):
+                await savepoint.rollback()
+                rows = []
+            else:
+                await savepoint.commit()
         for row in rows:
             self._locked[(row["topic"], row["partition"])] = row
         for partition in partitions:

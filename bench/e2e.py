@@ -968,6 +968,9 @@ class Bench:
         producer = AsyncProducer(self.topic_settings(topic))
         pending: list[tuple[float, asyncio.Future[Any]]] = []
         latencies: list[float] = []
+        # Each event's publish and visible times and partition, for a tail's
+        # cause (which events, when, on which partitions): latency-<rate>.json.
+        timeline: list[tuple[float, float, int]] = []
 
         async def pace() -> None:
             start = time.time()
@@ -996,6 +999,7 @@ class Bench:
                         pos = future.result()
                         if visible.get(pos.partition, -1) >= pos.offset:
                             latencies.append((now - sent) * 1000)
+                            timeline.append((round(sent, 4), round(now, 4), pos.partition))
                             continue
                     still.append((sent, future))
                 pending[:] = still
@@ -1005,6 +1009,7 @@ class Bench:
         finally:
             pacer.cancel()
             await asyncio.to_thread(producer.close)
+        (self.results / f"latency-{rate:g}.json").write_text(json.dumps(sorted(timeline)))
         return {
             "offered_per_s": rate,
             "events": len(latencies),

@@ -6,7 +6,7 @@ own type. Tenant ids, entity ids, property keys and values always travel as
 parameters; property keys arrive inside parameter maps (``+=``). Writes name
 labels and types dynamically (``$(row.type)``), so nothing is formatted into a
 write. A read filtered by relationship type is the one exception: Neo4j 5.26
-plans ``-[r:$($type)]->`` as an untyped expand and a filter, so the validated
+plans ``-[r:$($p.type)]->`` as an untyped expand and a filter, so the validated
 type is rendered, backticked, into a statement of its own (``typed``), and the
 expand reads only that type's relationships.
 
@@ -17,7 +17,7 @@ on each of its properties, and otherwise scans every ``Entity`` of every
 tenant (found by bench/e2e.py: a replay's deletion slowed with the database).
 
 Every statement that touches tenant data matches with a label and filters by
-``$tenant`` inside the statement; the store still checks each returned record's
+``$p.tenant`` inside the statement; the store still checks each returned record's
 tenant (adapters.isolation) rather than trusting the filter.
 """
 
@@ -65,11 +65,11 @@ def type_label(entity_type: str) -> str:
 #: (``row.labels`` is ``[]`` for a type that is one of the store's own labels,
 #: which is never added or removed; see ``type_labels``).
 UPSERT_ENTITIES: Final = """
-UNWIND $entities AS row
-MERGE (e:Entity {tenant_id: $tenant, id: row.id})
+UNWIND $p.entities AS row
+MERGE (e:Entity {tenant_id: $p.tenant, id: row.id})
 ON CREATE SET e.order_key = row.order_key
 WITH e, row,
-     CASE WHEN e.type IS NULL OR e.type = row.type OR e.type IN $reserved
+     CASE WHEN e.type IS NULL OR e.type = row.type OR e.type IN $p.reserved
           THEN [] ELSE [e.type] END AS stale
 REMOVE e:$(stale)
 SET e.name = row.name, e.type = row.type, e.blocking_key = row.blocking_key, e += row.props,
@@ -79,31 +79,31 @@ SET e.name = row.name, e.type = row.type, e.blocking_key = row.blocking_key, e +
 #: Every lookup of a key from a parameter list is hinted to its seek
 #: (DELETE_RELATIONSHIPS says why).
 GET_ENTITIES: Final = """
-UNWIND $ids AS id
-MATCH (e:Entity {tenant_id: $tenant, id: id})
+UNWIND $p.ids AS id
+MATCH (e:Entity {tenant_id: $p.tenant, id: id})
 USING INDEX SEEK e:Entity(tenant_id, id)
 RETURN properties(e) AS e
 """
 
 FIND_ENTITIES: Final = """
-MATCH (e:Entity {tenant_id: $tenant})
+MATCH (e:Entity {tenant_id: $p.tenant})
 WHERE e.order_key IS NOT NULL
-WITH e ORDER BY e.order_key LIMIT $limit
+WITH e ORDER BY e.order_key LIMIT $p.limit
 RETURN properties(e) AS e
 """
 
-#: The tenant's index seek, then the type label (``$label`` is ``Entity`` for
+#: The tenant's index seek, then the type label (``$p.label`` is ``Entity`` for
 #: a type that has no label of its own) and the type.
 FIND_ENTITIES_OF_TYPE: Final = """
-MATCH (e:Entity:$($label) {tenant_id: $tenant})
-WHERE e.order_key IS NOT NULL AND e.type = $type
-WITH e ORDER BY e.order_key LIMIT $limit
+MATCH (e:Entity:$($p.label) {tenant_id: $p.tenant})
+WHERE e.order_key IS NOT NULL AND e.type = $p.type
+WITH e ORDER BY e.order_key LIMIT $p.limit
 RETURN properties(e) AS e
 """
 
 FIND_BY_BLOCKING_KEYS: Final = """
-UNWIND $keys AS key
-MATCH (e:Entity {tenant_id: $tenant, blocking_key: key})
+UNWIND $p.keys AS key
+MATCH (e:Entity {tenant_id: $p.tenant, blocking_key: key})
 RETURN key, properties(e) AS e
 """
 
@@ -115,19 +115,19 @@ RETURN key, properties(e) AS e
 # variable-length match; an id has at most one outgoing edge (keyed by the
 # absorbed id), and nodes left without edges are deleted.
 
-#: One alias of ``$rows`` (``row``, at index ``i``) written. ``SET a.lock``
+#: One alias of ``$p.rows`` (``row``, at index ``i``) written. ``SET a.lock``
 #: takes the write lock on the absorbed id before looking for its old edge, so
 #: two concurrent upserts of one alias cannot both create one; the lock's value
 #: names the statement and the row (see ``upsert_aliases_checked``).
 _UPSERT_ALIAS_ROW: Final = """
-MERGE (a:AliasId {tenant_id: $tenant, id: row.alias_id})
-SET a.lock = $token + ':' + toString(i)
+MERGE (a:AliasId {tenant_id: $p.tenant, id: row.alias_id})
+SET a.lock = $p.token + ':' + toString(i)
 WITH row, a
 OPTIONAL MATCH (a)-[old:ALIAS_OF]->(previous:AliasId)
 DELETE old
 WITH row, a, collect(previous) AS previous
-MERGE (c:AliasId {tenant_id: $tenant, id: row.canonical_id})
-CREATE (a)-[:ALIAS_OF {tenant_id: $tenant, reason: row.reason}]->(c)
+MERGE (c:AliasId {tenant_id: $p.tenant, id: row.canonical_id})
+CREATE (a)-[:ALIAS_OF {tenant_id: $p.tenant, reason: row.reason}]->(c)
 WITH previous
 UNWIND previous AS orphan
 WITH orphan WHERE NOT EXISTS { (orphan)--() }
@@ -135,7 +135,7 @@ DELETE orphan
 """
 
 REMOVE_ALIAS: Final = """
-OPTIONAL MATCH (a:AliasId {tenant_id: $tenant, id: $alias_id})-[r:ALIAS_OF]->(c:AliasId)
+OPTIONAL MATCH (a:AliasId {tenant_id: $p.tenant, id: $p.alias_id})-[r:ALIAS_OF]->(c:AliasId)
 DELETE r
 WITH collect(a) + collect(c) AS touched, count(r) AS removed
 CALL (touched) {
@@ -147,7 +147,7 @@ RETURN removed
 """
 
 FIND_ALIASES: Final = """
-MATCH (c:AliasId {tenant_id: $tenant, id: $canonical_id})<-[r:ALIAS_OF]-(a:AliasId)
+MATCH (c:AliasId {tenant_id: $p.tenant, id: $p.canonical_id})<-[r:ALIAS_OF]-(a:AliasId)
 RETURN a.id AS alias_id, r.reason AS reason, r.tenant_id AS tenant_id, a.tenant_id AS alias_tenant
 """
 
@@ -162,8 +162,8 @@ RETURN a.id AS alias_id, r.reason AS reason, r.tenant_id AS tenant_id, a.tenant_
 
 RESOLVE: Final = (
     """
-UNWIND $ids AS id
-MATCH (s:AliasId {tenant_id: $tenant, id: id})
+UNWIND $p.ids AS id
+MATCH (s:AliasId {tenant_id: $p.tenant, id: id})
 USING INDEX SEEK s:AliasId(tenant_id, id)
 """
     + resolve_walk
@@ -171,11 +171,11 @@ USING INDEX SEEK s:AliasId(tenant_id, id)
 """
 )
 
-#: ``RESOLVE`` for several tenants in one round trip (``$asks``: one row per
+#: ``RESOLVE`` for several tenants in one round trip (``$p.asks``: one row per
 #: tenant, its ``ids``); each row comes back with the tenant it was asked for.
 RESOLVE_BY_TENANT: Final = (
     """
-UNWIND $asks AS ask
+UNWIND $p.asks AS ask
 UNWIND ask.ids AS id
 MATCH (s:AliasId {tenant_id: ask.tenant, id: id})
 USING INDEX SEEK s:AliasId(tenant_id, id)
@@ -188,7 +188,7 @@ USING INDEX SEEK s:AliasId(tenant_id, id)
 
 @lru_cache(maxsize=64)
 def upsert_aliases_checked(limit: int) -> str:
-    """The aliases of ``$rows`` (``alias_id``, ``canonical_id``, ``reason``), in
+    """The aliases of ``$p.rows`` (``alias_id``, ``canonical_id``, ``reason``), in
     order, each behind its depth check, in one statement: for each row, the
     longest chain of aliases ending at the absorbed id and the hops from the
     canonical to its end, counted up to ``limit + 1`` (adapters.alias_depth)
@@ -204,19 +204,19 @@ def upsert_aliases_checked(limit: int) -> str:
     hops, most = int(limit) + 1, int(limit)
     return (
         f"""
-UNWIND range(0, size($rows) - 1) AS i
+UNWIND range(0, size($p.rows) - 1) AS i
 CALL (i) {{
-WITH i, $rows[i] AS row
+WITH i, $p.rows[i] AS row
 OPTIONAL MATCH below = (:AliasId)-[:ALIAS_OF*1..{hops}]->
-  (:AliasId {{tenant_id: $tenant, id: row.alias_id}})
+  (:AliasId {{tenant_id: $p.tenant, id: row.alias_id}})
 WITH i, row, max(length(below)) AS below
-OPTIONAL MATCH above = (:AliasId {{tenant_id: $tenant, id: row.canonical_id}})
+OPTIONAL MATCH above = (:AliasId {{tenant_id: $p.tenant, id: row.canonical_id}})
   -[:ALIAS_OF*1..{hops}]->(:AliasId)
 WITH i, row, coalesce(below, 0) AS below, coalesce(max(length(above)), 0) AS above
 WITH i, row, below, above, i = 0 OR EXISTS {{
-  MATCH (p:AliasId {{tenant_id: $tenant, id: $rows[i - 1].alias_id}})
+  MATCH (p:AliasId {{tenant_id: $p.tenant, id: $p.rows[i - 1].alias_id}})
   USING INDEX SEEK p:AliasId(tenant_id, id)
-  WHERE p.lock = $token + ':' + toString(i - 1)
+  WHERE p.lock = $p.token + ':' + toString(i - 1)
 }} AS reached
 CALL (i, row, below, above, reached) {{
 WITH i, row WHERE reached AND below + 1 + above <= {most}
@@ -258,10 +258,10 @@ _EDGE_LOOK: Final = """
 #: The edge created when the look found none.
 _EDGE_CREATE: Final = """    FOREACH (_ IN CASE WHEN size(found) = 0 THEN [1] ELSE [] END |
       CREATE (s)-[r:$(row.type)]->(t)
-      SET r.tenant_id = $tenant, r.confidence = row.confidence, r += row.props)
+      SET r.tenant_id = $p.tenant, r.confidence = row.confidence, r += row.props)
 """
 
-#: Endpoints are looked up once each (``$endpoints``, sorted), in order, and
+#: Endpoints are looked up once each (``$p.endpoints``, sorted), in order, and
 #: rows address them by index. If any is missing nothing is written and the
 #: missing ids come back, so the caller can raise with the tenant's view intact.
 #:
@@ -283,13 +283,13 @@ _EDGE_CREATE: Final = """    FOREACH (_ IN CASE WHEN size(found) = 0 THEN [1] EL
 #: between ends the statement wrote").
 UPSERT_RELATIONSHIPS: Final = (
     """
-UNWIND range(0, size($endpoints) - 1) AS i
-OPTIONAL MATCH (n:Entity {tenant_id: $tenant, id: $endpoints[i]})
+UNWIND range(0, size($p.endpoints) - 1) AS i
+OPTIONAL MATCH (n:Entity {tenant_id: $p.tenant, id: $p.endpoints[i]})
 USING INDEX SEEK n:Entity(tenant_id, id)
 WITH i, n ORDER BY i
-WITH collect(n) AS nodes, collect(CASE WHEN n IS NULL THEN $endpoints[i] END) AS missing
+WITH collect(n) AS nodes, collect(CASE WHEN n IS NULL THEN $p.endpoints[i] END) AS missing
 CALL (nodes, missing) {
-  UNWIND CASE WHEN size(missing) = 0 THEN $rows ELSE [] END AS row
+  UNWIND CASE WHEN size(missing) = 0 THEN $p.rows ELSE [] END AS row
   WITH nodes[row.s] AS s, nodes[row.t] AS t, row
   CALL (s, t, row) {"""
     + _EDGE_LOOK
@@ -336,17 +336,17 @@ LEDGER_AND_UPSERT_ENTITIES_AND_RELATIONSHIPS: Final = (
 #: ``UPSERT_ENTITIES_AND_RELATIONSHIPS`` for several tenants in one
 #: statement (contracts.ports.graph.TenantUpserts), made from the two so that
 #: they never drift apart: each entity row, endpoint (``{tenant, id}``) and
-#: edge row names its tenant instead of ``$tenant``. Every entity first, then
+#: edge row names its tenant instead of ``$p.tenant``. Every entity first, then
 #: the endpoints' lookups; if any is missing, no edge is written and the
-#: missing endpoints come back, in ``$endpoints``' order.
+#: missing endpoints come back, in ``$p.endpoints``' order.
 UPSERT_BY_TENANT: Final = (
     "CALL () {"
-    + UPSERT_ENTITIES.replace("{tenant_id: $tenant,", "{tenant_id: row.tenant,")
+    + UPSERT_ENTITIES.replace("{tenant_id: $p.tenant,", "{tenant_id: row.tenant,")
     + "}\n"
     + UPSERT_RELATIONSHIPS.replace(
-        "{tenant_id: $tenant, id: $endpoints[i]}",
-        "{tenant_id: $endpoints[i].tenant, id: $endpoints[i].id}",
-    ).replace("r.tenant_id = $tenant,", "r.tenant_id = row.tenant,")
+        "{tenant_id: $p.tenant, id: $p.endpoints[i]}",
+        "{tenant_id: $p.endpoints[i].tenant, id: $p.endpoints[i].id}",
+    ).replace("r.tenant_id = $p.tenant,", "r.tenant_id = row.tenant,")
 )
 
 #: ``UPSERT_BY_TENANT`` carrying the unit of work's deferred ledger write.
@@ -357,9 +357,9 @@ LEDGER_AND_UPSERT_BY_TENANT: Final = "CALL () {" + WRITE_DEFERRED + "}\n" + UPSE
 #: tenant's entities per key, a million rows for a batch of 32 keys
 #: (docs/performance.md, "Plans that moved").
 DELETE_RELATIONSHIPS: Final = """
-UNWIND $keys AS k
-MATCH (s:Entity {tenant_id: $tenant, id: k.source})
-      -[r:$(k.type)]->(t:Entity {tenant_id: $tenant, id: k.target})
+UNWIND $p.keys AS k
+MATCH (s:Entity {tenant_id: $p.tenant, id: k.source})
+      -[r:$(k.type)]->(t:Entity {tenant_id: $p.tenant, id: k.target})
 USING INDEX SEEK s:Entity(tenant_id, id)
 USING INDEX SEEK t:Entity(tenant_id, id)
 DELETE r
@@ -368,8 +368,8 @@ RETURN count(r) AS deleted
 
 GET_RELATIONSHIP: Final = (
     """
-MATCH (s:Entity {tenant_id: $tenant, id: $source})
-      -[r:$($type)]->(t:Entity {tenant_id: $tenant, id: $target})
+MATCH (s:Entity {tenant_id: $p.tenant, id: $p.source})
+      -[r:$($p.type)]->(t:Entity {tenant_id: $p.tenant, id: $p.target})
 """
     + _EDGE
 )
@@ -380,15 +380,15 @@ MATCH (s:Entity {tenant_id: $tenant, id: $source})
 # untyped here; ``typed`` gives the statement for one relationship type.
 GET_RELATIONSHIPS_FROM: Final = (
     """
-MATCH (s:Entity {tenant_id: $tenant, id: $source})-[r]->(t:Entity)
-WHERE $target IS NULL OR t.id = $target
+MATCH (s:Entity {tenant_id: $p.tenant, id: $p.source})-[r]->(t:Entity)
+WHERE $p.target IS NULL OR t.id = $p.target
 """
     + _EDGE
 )
 
 GET_RELATIONSHIPS_TO: Final = (
     """
-MATCH (s:Entity)-[r]->(t:Entity {tenant_id: $tenant, id: $target})
+MATCH (s:Entity)-[r]->(t:Entity {tenant_id: $p.tenant, id: $p.target})
 """
     + _EDGE
 )
@@ -398,7 +398,7 @@ MATCH (s:Entity)-[r]->(t:Entity {tenant_id: $tenant, id: $target})
 #: otherwise scan that type across every tenant.
 GET_RELATIONSHIPS_ALL: Final = (
     """
-MATCH (s:Entity {tenant_id: $tenant})-[r]->(t:Entity)
+MATCH (s:Entity {tenant_id: $p.tenant})-[r]->(t:Entity)
 USING INDEX SEEK s:Entity(tenant_id, id)
 WHERE s.id IS NOT NULL
 """
@@ -423,8 +423,8 @@ def typed(statement: str, rel_type: str) -> str:
 #: The hint holds each id to its key's seek (as DELETE_RELATIONSHIPS').
 GET_RELATIONSHIPS_FOR: Final = (
     """
-UNWIND $ids AS id
-MATCH (n:Entity {tenant_id: $tenant, id: id})-[edge]-()
+UNWIND $p.ids AS id
+MATCH (n:Entity {tenant_id: $p.tenant, id: id})-[edge]-()
 USING INDEX SEEK n:Entity(tenant_id, id)
 WITH DISTINCT edge
 WITH startNode(edge) AS s, edge AS r, endNode(edge) AS t
@@ -433,35 +433,35 @@ WITH startNode(edge) AS s, edge AS r, endNode(edge) AS t
 )
 
 NEIGHBORS: Final = """
-MATCH (:Entity {tenant_id: $tenant, id: $id})-[r]-(m:Entity)
+MATCH (:Entity {tenant_id: $p.tenant, id: $p.id})-[r]-(m:Entity)
 RETURN properties(m) AS e, collect(r.tenant_id) AS edge_tenants
 """
 
 # -- tenant purge ---------------------------------------------------------------
 
-# Each runs repeatedly until it deletes fewer than $batch, so a large tenant is
+# Each runs repeatedly until it deletes fewer than $p.batch, so a large tenant is
 # never one huge transaction outside a unit of work. An edge has a type of its
 # own, and a relationship index needs one, so the tenant's edges are found from
 # its entities: the edges first, so that each entity batch is plain deletes.
 
 #: One step of a walk over the tenant's entities in id order from a cursor
-#: (``$after``, exclusive): the next ``$batch`` entities, and at most ``$batch``
+#: (``$p.after``, exclusive): the next ``$p.batch`` entities, and at most ``$p.batch``
 #: of their outgoing edges deleted. Their entities stay until the next
 #: statement, so a walk from the start each time would reread every entity
 #: already stripped, and the purge would be quadratic (ADR 0004, "Tenant purge
 #: in batches"). The caller keeps the cursor where it is while a statement
-#: deletes ``$batch`` (the entities may have edges left) and moves it to
+#: deletes ``$p.batch`` (the entities may have edges left) and moves it to
 #: ``last`` otherwise. Ordering by both keys is what lets the planner read the
 #: composite index in order and stop at the limit; by ``e.id`` alone it sorts
 #: every entity past the cursor.
 DELETE_TENANT_RELATIONSHIPS: Final = """
-MATCH (e:Entity {tenant_id: $tenant}) WHERE e.id > $after
-WITH e ORDER BY e.tenant_id, e.id LIMIT $batch
+MATCH (e:Entity {tenant_id: $p.tenant}) WHERE e.id > $p.after
+WITH e ORDER BY e.tenant_id, e.id LIMIT $p.batch
 WITH collect(e) AS scanned, max(e.id) AS last
 CALL (scanned) {
   UNWIND scanned AS e
   MATCH (e)-[r]->()
-  WITH r LIMIT $batch
+  WITH r LIMIT $p.batch
   DELETE r
   RETURN count(*) AS deleted
 }
@@ -469,33 +469,33 @@ RETURN size(scanned) AS scanned, deleted, last
 """
 
 DELETE_TENANT_ENTITIES: Final = """
-MATCH (e:Entity {tenant_id: $tenant}) WHERE e.id IS NOT NULL
-WITH e LIMIT $batch
+MATCH (e:Entity {tenant_id: $p.tenant}) WHERE e.id IS NOT NULL
+WITH e LIMIT $p.batch
 DETACH DELETE e
 RETURN count(*) AS deleted
 """
 
 DELETE_TENANT_ALIASES: Final = """
-MATCH (a:AliasId {tenant_id: $tenant}) WHERE a.id IS NOT NULL
-WITH a LIMIT $batch
+MATCH (a:AliasId {tenant_id: $p.tenant}) WHERE a.id IS NOT NULL
+WITH a LIMIT $p.batch
 DETACH DELETE a
 RETURN count(*) AS deleted
 """
 
 COUNT_TENANT: Final = """
 CALL () {
-  MATCH (e:Entity {tenant_id: $tenant}) WHERE e.id IS NOT NULL RETURN count(e) AS entities
+  MATCH (e:Entity {tenant_id: $p.tenant}) WHERE e.id IS NOT NULL RETURN count(e) AS entities
 }
 CALL () {
-  MATCH (e:Entity {tenant_id: $tenant})-[r]-() WHERE e.id IS NOT NULL
+  MATCH (e:Entity {tenant_id: $p.tenant})-[r]-() WHERE e.id IS NOT NULL
   RETURN count(DISTINCT r) AS relationships
 }
 CALL () {
-  MATCH (a:AliasId {tenant_id: $tenant}) WHERE a.id IS NOT NULL RETURN count(a) AS alias_ids
+  MATCH (a:AliasId {tenant_id: $p.tenant}) WHERE a.id IS NOT NULL RETURN count(a) AS alias_ids
 }
 CALL () {
   // Between alias nodes only: an entity edge may have the type ALIAS_OF too.
-  MATCH (:AliasId)-[r:ALIAS_OF]->(:AliasId) WHERE r.tenant_id = $tenant
+  MATCH (:AliasId)-[r:ALIAS_OF]->(:AliasId) WHERE r.tenant_id = $p.tenant
   RETURN count(r) AS alias_edges
 }
 RETURN entities, relationships, alias_ids + alias_edges AS aliases

@@ -17,26 +17,26 @@ from typing import Final
 #: taken, the checkpoint and the partition's rebuild markers cannot change
 #: until commit except through this unit of work: every writer of either takes
 #: the same lock first (ADR 0004, "The locked partition in memory").
-_lock: Final = """MERGE (c:Checkpoint {topic: $topic, partition: $partition})
-SET c.lock = $token
+_lock: Final = """MERGE (c:Checkpoint {topic: $p.topic, partition: $p.partition})
+SET c.lock = $p.token
 """
 
 _locked_columns: Final = """c.offset AS offset, c.topic_id AS topic_id,
        COLLECT {
-         MATCH (m:RebuildMarker {topic: $topic, partition: $partition})
+         MATCH (m:RebuildMarker {topic: $p.topic, partition: $p.partition})
          RETURN properties(m)
        } AS markers"""
 
 LOCK_PARTITION: Final = _lock + "RETURN " + _locked_columns + "\n"
 
 #: ``LOCK_PARTITION`` for the partitions of a unit of work across partitions
-#: (contracts.ports.ledger.UnitsAcrossPartitions), ``$partitions`` in lock
+#: (contracts.ports.ledger.UnitsAcrossPartitions), ``$p.partitions`` in lock
 #: order: each row takes its node's lock before it reads that partition, and
 #: the rows go in list order, so two such units lock in the same order. One
 #: row: ``held``, a map per partition of what ``LOCK_PARTITION`` returns.
-_lock_each: Final = """UNWIND $partitions AS p
+_lock_each: Final = """UNWIND $p.partitions AS p
 MERGE (c:Checkpoint {topic: p.topic, partition: p.partition})
-SET c.lock = $token
+SET c.lock = $p.token
 """
 
 _held_column: Final = """collect({
@@ -50,24 +50,24 @@ _held_column: Final = """collect({
 LOCK_PARTITIONS: Final = _lock_each + "RETURN " + _held_column + "\n"
 
 #: The last statement of a unit of work, run just before commit: the
-#: checkpoints it advanced (``$checkpoints``: topic, partition, offset and
+#: checkpoints it advanced (``$p.checkpoints``: topic, partition, offset and
 #: topic id of each) and the applied event ids it recorded, as groups of
 #: (tenant, applied_at, ids). One time per group, not per id: a time parameter
 #: per row made the statement twice as slow.
 WRITE_DEFERRED: Final = """
 CALL () {
-  UNWIND $checkpoints AS cp
+  UNWIND $p.checkpoints AS cp
   MERGE (c:Checkpoint {topic: cp.topic, partition: cp.partition})
   SET c.offset = cp.offset, c.topic_id = cp.topic_id
 }
-UNWIND $applied AS g
+UNWIND $p.applied AS g
 UNWIND g.ids AS id
 MERGE (a:AppliedEvent {tenant_id: g.tenant, event_id: id})
 SET a.applied_at = g.applied_at
 """
 
 READ_CHECKPOINT: Final = """
-MATCH (c:Checkpoint {topic: $topic, partition: $partition})
+MATCH (c:Checkpoint {topic: $p.topic, partition: $p.partition})
 RETURN c.offset AS offset, c.topic_id AS topic_id
 """
 
@@ -75,13 +75,14 @@ RETURN c.offset AS offset, c.topic_id AS topic_id
 #: ``SET c.lock`` before the offset is read). Writes only when the topic id
 #: matches and the offset does not move back; the caller raises otherwise.
 ADVANCE_CHECKPOINT: Final = """
-MERGE (c:Checkpoint {topic: $topic, partition: $partition})
-SET c.lock = $token
+MERGE (c:Checkpoint {topic: $p.topic, partition: $p.partition})
+SET c.lock = $p.token
 WITH c, coalesce(c.offset, -1) AS before, coalesce(c.topic_id, '') AS stored_id
 WITH c, before, stored_id,
-     (stored_id = '' OR $topic_id = '' OR stored_id = $topic_id) AND $offset >= before AS ok
+     (stored_id = '' OR $p.topic_id = '' OR stored_id = $p.topic_id) AND $p.offset >= before AS ok
 FOREACH (_ IN CASE WHEN ok THEN [1] ELSE [] END |
-  SET c.offset = $offset, c.topic_id = CASE WHEN stored_id = '' THEN $topic_id ELSE stored_id END
+  SET c.offset = $p.offset,
+      c.topic_id = CASE WHEN stored_id = '' THEN $p.topic_id ELSE stored_id END
 )
 RETURN before, stored_id
 """
@@ -97,41 +98,41 @@ RETURN c.topic AS topic, c.partition AS partition, c.offset AS offset
 #: closed (found by bench/e2e.py polling the markers while a replay closed its
 #: window).
 REBUILD_MARKERS: Final = """
-MATCH (m:RebuildMarker {topic: $topic, partition: $partition})
+MATCH (m:RebuildMarker {topic: $p.topic, partition: $p.partition})
 RETURN properties(m) AS m
 """
 
 #: Marker writes take the partition's checkpoint lock first, like every
 #: other writer of what a unit of work holds in memory (LOCK_PARTITION).
 PUT_REBUILD_MARKER: Final = """
-MERGE (c:Checkpoint {topic: $topic, partition: $partition})
-SET c.lock = $token
-MERGE (m:RebuildMarker {tenant_id: $tenant, topic: $topic, partition: $partition})
-SET m.topic_id = $topic_id, m.start_offset = $start_offset, m.end_offset = $end_offset,
-    m.applied_through = $applied_through, m.state = $state
+MERGE (c:Checkpoint {topic: $p.topic, partition: $p.partition})
+SET c.lock = $p.token
+MERGE (m:RebuildMarker {tenant_id: $p.tenant, topic: $p.topic, partition: $p.partition})
+SET m.topic_id = $p.topic_id, m.start_offset = $p.start_offset, m.end_offset = $p.end_offset,
+    m.applied_through = $p.applied_through, m.state = $p.state
 """
 
 CLOSE_REBUILD_MARKER: Final = """
-MERGE (c:Checkpoint {topic: $topic, partition: $partition})
-SET c.lock = $token
+MERGE (c:Checkpoint {topic: $p.topic, partition: $p.partition})
+SET c.lock = $p.token
 WITH c
-OPTIONAL MATCH (m:RebuildMarker {tenant_id: $tenant, topic: $topic, partition: $partition})
+OPTIONAL MATCH (m:RebuildMarker {tenant_id: $p.tenant, topic: $p.topic, partition: $p.partition})
 DELETE m
 RETURN count(m) AS closed
 """
 
 IS_REBUILDING: Final = """
-RETURN EXISTS { MATCH (m:RebuildMarker {tenant_id: $tenant}) } AS rebuilding
+RETURN EXISTS { MATCH (m:RebuildMarker {tenant_id: $p.tenant}) } AS rebuilding
 """
 
 ERASURE_TOMBSTONE: Final = """
-MATCH (t:ErasureTombstone {tenant_id: $tenant})
+MATCH (t:ErasureTombstone {tenant_id: $p.tenant})
 RETURN properties(t) AS t
 """
 
 PUT_ERASURE_TOMBSTONE: Final = """
-MERGE (t:ErasureTombstone {tenant_id: $tenant})
-SET t.topic = $topic, t.partition = $partition, t.topic_id = $topic_id, t.offset = $offset
+MERGE (t:ErasureTombstone {tenant_id: $p.tenant})
+SET t.topic = $p.topic, t.partition = $p.partition, t.topic_id = $p.topic_id, t.offset = $p.offset
 """
 
 #: Every lookup of an applied id names its index: with the tenant-only index
@@ -142,15 +143,15 @@ SET t.topic = $topic, t.partition = $partition, t.topic_id = $topic_id, t.offset
 _APPLIED_BY_KEY: Final = "USING INDEX SEEK a:AppliedEvent(tenant_id, event_id)"
 
 APPLIED_EVENT_IDS: Final = f"""
-UNWIND $ids AS id
-MATCH (a:AppliedEvent {{tenant_id: $tenant, event_id: id}})
+UNWIND $p.ids AS id
+MATCH (a:AppliedEvent {{tenant_id: $p.tenant, event_id: id}})
 {_APPLIED_BY_KEY}
 RETURN a.event_id AS id
 """
 
 #: ``ERASURE_TOMBSTONE`` and ``APPLIED_EVENT_IDS`` for several tenants
-#: (``$tenants``: maps of tenant and ids) in one statement.
-_tenant_rows: Final = f"""UNWIND $tenants AS t
+#: (``$p.tenants``: maps of tenant and ids) in one statement.
+_tenant_rows: Final = f"""UNWIND $p.tenants AS t
 OPTIONAL MATCH (stone:ErasureTombstone {{tenant_id: t.tenant}})
 RETURN t.tenant AS tenant, properties(stone) AS stone,
        COLLECT {{
@@ -165,7 +166,7 @@ TENANT_LEDGERS: Final = _tenant_rows + "\n"
 #: ``LOCK_PARTITION`` and then ``TENANT_LEDGERS`` in one statement: a unit of
 #: work whose first call reads the tenant ledgers (the fold's order) takes its
 #: lock with them, a round trip fewer (ADR 0004). A row per tenant of
-#: ``$tenants`` (never empty), each with the partition's columns, read once
+#: ``$p.tenants`` (never empty), each with the partition's columns, read once
 #: the lock is taken, as ``LOCK_PARTITION`` reads them.
 _lock_with_tenant_rows: Final = _lock + "WITH " + _locked_columns + "\n" + _tenant_rows
 
@@ -215,22 +216,22 @@ LOCK_PARTITIONS_WITH_TENANT_LEDGERS_AND_RESOLVE: Final = (
 )
 
 RECORD_APPLIED_EVENTS: Final = """
-UNWIND $ids AS id
-MERGE (a:AppliedEvent {tenant_id: $tenant, event_id: id})
-SET a.applied_at = $applied_at
+UNWIND $p.ids AS id
+MERGE (a:AppliedEvent {tenant_id: $p.tenant, event_id: id})
+SET a.applied_at = $p.applied_at
 """
 
 # Batched like the tenant purge: a tenant's applied ids can be many.
 FORGET_APPLIED_EVENTS: Final = """
-MATCH (a:AppliedEvent {tenant_id: $tenant})
-WITH a LIMIT $batch
+MATCH (a:AppliedEvent {tenant_id: $p.tenant})
+WITH a LIMIT $p.batch
 DELETE a
 RETURN count(*) AS deleted
 """
 
 EXPIRE_APPLIED_EVENTS: Final = """
-MATCH (a:AppliedEvent) WHERE a.applied_at < $older_than
-WITH a LIMIT $batch
+MATCH (a:AppliedEvent) WHERE a.applied_at < $p.older_than
+WITH a LIMIT $p.batch
 DELETE a
 RETURN count(*) AS deleted
 """
@@ -240,12 +241,12 @@ RETURN count(*) AS deleted
 #: (which match their own labels) ever remove them. The first record of an id
 #: is kept.
 ACTED_CONTROL_EVENTS: Final = """
-UNWIND $ids AS id
-MATCH (c:ControlEvent {tenant_id: $tenant, event_id: id})
+UNWIND $p.ids AS id
+MATCH (c:ControlEvent {tenant_id: $p.tenant, event_id: id})
 RETURN c.event_id AS id, c.offset AS offset
 """
 
 RECORD_CONTROL_EVENT: Final = """
-MERGE (c:ControlEvent {tenant_id: $tenant, event_id: $event_id})
-ON CREATE SET c.offset = $offset, c.acted_at = $acted_at
+MERGE (c:ControlEvent {tenant_id: $p.tenant, event_id: $p.event_id})
+ON CREATE SET c.offset = $p.offset, c.acted_at = $p.acted_at
 """

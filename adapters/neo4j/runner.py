@@ -90,8 +90,23 @@ class _Rows(list[Any]):
 
 
 def quiet(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with each list value a :class:`_Rows`: what the runners send."""
-    return {key: _Rows(value) if type(value) is list else value for key, value in params.items()}
+    """What the runners send: ``params`` as the one map parameter ``$p``
+    (statements read ``$p.tenant``, ``$p.rows``), each list value a
+    :class:`_Rows`.
+
+    Neo4j 5 caches a plan per statement *and* per size class of each
+    top-level list or string parameter (1, up to 10, up to 100, up to 1,000
+    ...; ``internal.cypher.use_parameter_size``): a statement with five list
+    parameters had hundreds of cache keys, more than the cache's 1,000 entries
+    held across the fold's statements, and each new one was planned again,
+    0.3-0.7 s for the unit of work's large statements. At low rates, where
+    units of work are small and their sizes vary, that was most of the
+    latency tail (docs/performance.md, "Plans per parameter size"). The
+    values inside a map parameter carry no size class: one plan per
+    statement, whatever the rows."""
+    return {
+        "p": {key: _Rows(value) if type(value) is list else value for key, value in params.items()}
+    }
 
 
 def translate(exc: Neo4jError | DriverError, blame: Blame) -> Exception:

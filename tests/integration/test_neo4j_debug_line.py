@@ -22,7 +22,10 @@ from tests.services import Neo4jConfig
 
 pytestmark = pytest.mark.services
 
-_SUM = "UNWIND $rows AS row RETURN sum(row.x) AS total, collect(row.name) AS names, $tenant AS t"
+_SUM = (
+    "UNWIND $p.rows AS row "
+    "RETURN sum(row.x) AS total, collect(row.name) AS names, $p.tenant AS t"
+)
 _ROWS = [{"x": i, "name": f"secret-name-{i}"} for i in range(50)]
 
 
@@ -34,7 +37,7 @@ def _check(records: list[Any], caplog: pytest.LogCaptureFixture) -> None:
     assert records[0]["total"] == sum(range(50))
     assert records[0]["names"] == [row["name"] for row in _ROWS]
     assert records[0]["t"] == "t-debug"
-    lines = [line for line in _run_lines(caplog) if "UNWIND $rows" in line]
+    lines = [line for line in _run_lines(caplog) if "UNWIND $p.rows" in line]
     assert lines, "the driver logged no RUN line: the check would be vacuous"
     for line in lines:
         assert "secret-name" not in line

@@ -111,9 +111,11 @@ async def _write_old_model(
     )
     await driver.execute_query(
         q.upsert_aliases_checked(DEFAULT_MAX_ALIAS_DEPTH),
-        tenant=tenant,
-        rows=[{"alias_id": "e0005", "canonical_id": "e0006", "reason": "same"}],
-        token="t",
+        p={
+            "tenant": tenant,
+            "rows": [{"alias_id": "e0005", "canonical_id": "e0006", "reason": "same"}],
+            "token": "t",
+        },
         database_=DATABASE,
     )
 

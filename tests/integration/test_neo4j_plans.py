@@ -78,7 +78,9 @@ def _steps(plan: dict) -> list[tuple[str, str]]:
 
 
 async def _plan(config: Neo4jConfig, statement: str) -> dict:
-    params = {p: None for p in re.findall(r"\$(\w+)", statement)}
+    # Planned as the runner sends it: every parameter in the map $p
+    # (adapters/neo4j/runner.py, ``quiet``), not a null $p.
+    params = {"p": {name: None for name in re.findall(r"\$p\.(\w+)", statement)}}
     async with AsyncGraphDatabase.driver(config.uri, auth=config.auth) as driver:
         await bootstrap(driver, "neo4j")
         async with driver.session(database="neo4j") as session:
@@ -143,8 +145,8 @@ async def test_entities_of_a_type_are_the_tenants_seek_then_the_label(
 ) -> None:
     steps = _steps(await _plan(neo4j_config, cypher.FIND_ENTITIES_OF_TYPE))
     seeks = [details for op, details in steps if "IndexSeek" in op]
-    assert seeks and "tenant_id = $tenant" in seeks[0], steps
-    assert any(op == "Filter" and "e:$all($label)" in details for op, details in steps), steps
+    assert seeks and "tenant_id = $p.tenant" in seeks[0], steps
+    assert any(op == "Filter" and "e:$all($p.label)" in details for op, details in steps), steps
 
 
 def test_only_validated_types_become_cypher() -> None:
@@ -310,7 +312,7 @@ async def test_asking_for_applied_ids_costs_the_ids_asked_not_the_tenants_histor
 #: A node matched by its key from a list (an ``UNWIND`` row, or a list
 #: parameter indexed by one), not by one parameter.
 _KEY_FROM_A_ROW = re.compile(
-    r"\((\w+):(Entity|AliasId) \{tenant_id: [^,]+, id: (?!\$\w+\})[^}]+\}\)"
+    r"\((\w+):(Entity|AliasId) \{tenant_id: [^,]+, id: (?!\$[\w.]+\})[^}]+\}\)"
 )
 
 

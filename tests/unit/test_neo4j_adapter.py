@@ -337,7 +337,9 @@ class _Tx:
         self.sent: list[tuple[str, dict[str, Any]]] = []
 
     async def run(self, query: str, params: dict[str, Any]) -> Any:
-        self.sent.append((query, params))
+        # Every statement's parameters go as the one map $p (runner.quiet).
+        assert params.keys() == {"p"}, params
+        self.sent.append((query, params["p"]))
 
         async def records() -> Any:
             for record in [{"q": query}]:
@@ -395,6 +397,8 @@ class _LockingTx(_Tx):
     read of applied ids every id it asks for."""
 
     async def run(self, query: str, params: dict[str, Any]) -> Any:
+        assert params.keys() == {"p"}, params
+        params = params["p"]
         self.sent.append((query, params))
         found = [{"offset": 3, "topic_id": P.topic_id, "markers": [], "missing": []}]
         if query == q.APPLIED_EVENT_IDS:  # every id asked was written
@@ -493,7 +497,7 @@ async def test_several_tenants_upserts_carry_the_ledger_and_address_their_own_en
     await view.upsert_by_tenant({T: [Entity(T, EntityId("e"), "E", "Thing")]}, {})
     assert tx.sent[-1][0] == graph_q.UPSERT_BY_TENANT  # the ledger went with the first
     # Made from the per-tenant statements: every tenant is a row's.
-    assert "$tenant" not in graph_q.UPSERT_BY_TENANT
+    assert "$p.tenant" not in graph_q.UPSERT_BY_TENANT
     assert graph_q.UPSERT_BY_TENANT.count("row.tenant") == 3  # entities, two edge creates
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -78,6 +79,25 @@ async def test_a_batch_commits_its_partitions_positions_in_one_call(stores: Any)
         {0: [raw(0, doc("a", "x")), raw(1, doc("a", "y"))], 1: [raw(0, doc("b", "z"))]}
     )
     assert consumer.commits == [{0: 2, 1: 1}] and consumer.seeks == []
+
+
+async def test_each_batch_is_logged_at_debug_with_its_size_and_times(
+    stores: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The line a latency tail is read from (docs/performance.md, "Plans per
+    parameter size"): which batch took the time, and in the stores or in the
+    commit."""
+    p = projector(*stores, ListSink())
+    loop = WorkerLoop(p, Recorder({0, 1}, {0: 2, 1: 1}))
+    with caplog.at_level(logging.DEBUG, logger="redstring.worker"):
+        await loop.on_batch(
+            {0: [raw(0, doc("a", "x")), raw(1, doc("a", "y"))], 1: [raw(0, doc("b", "z"))]}
+        )
+    lines = [r for r in caplog.records if r.getMessage() == "batch"]
+    assert len(lines) == 1
+    line: Any = lines[0]
+    assert (line.partitions, line.records) == (2, 3)
+    assert line.apply_s >= 0 and line.commit_s >= 0
 
 
 async def test_a_hole_is_sought_and_the_commit_never_passes_it(stores: Any) -> None:

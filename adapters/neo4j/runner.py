@@ -96,7 +96,7 @@ def quiet(params: dict[str, Any]) -> dict[str, Any]:
 
     Neo4j 5 caches a plan per statement *and* per size class of each
     top-level list or string parameter (1, up to 10, up to 100, up to 1,000
-    ...; ``internal.cypher.use_parameter_size``): a statement with five list
+    ...; ``internal.cypher.use_parameter_size``): a statement with up to six list
     parameters had hundreds of cache keys, more than the cache's 1,000 entries
     held across the fold's statements, and each new one was planned again,
     0.3-0.7 s for the unit of work's large statements. At low rates, where

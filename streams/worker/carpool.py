@@ -2,14 +2,15 @@
 share one unit of work per store (docs/adr/0024-units-of-work-across-partitions.md).
 
 Each partition of the batch is handled as it is alone (select, decode, dead
-letters, passes, decision); only its first pass stops here and waits until
-every other partition of the batch has either come to its own first pass or
-ended without one. Then one of them runs the shared passes for those that
-came, grouped in partition order into units of at most ``group_records``
-records each, the groups at once: fewer units of work than partitions, and
-still several in flight, so that the stores keep both cores busy (one unit
-of a whole batch was measured slower than a unit per partition: its
-statements run one after the other). Each partition gets its reports from
+letters, passes, decision); only the first pass of a partition small enough
+to share stops here and waits until every other such partition of the batch
+has either come to its own first pass or ended without one (a larger one is
+not expected, and writes its own units at once). Then one of them runs the
+shared passes for those that came, grouped in partition order into units of
+at most ``group_records`` records each, the groups at once: fewer units of
+work than partitions, and still several in flight, so that the stores keep
+both cores busy (one unit of a whole batch was measured slower than a unit
+per partition: its statements run one after the other). Each partition gets its reports from
 its group's pass, or None, and then applies its pass on its own as it would
 have: a shared pass that does not commit writes nothing.
 

@@ -224,9 +224,15 @@ class WorkerLoop:
         """Whether the batch's partitions may share units of work: each within
         one sub-batch, and two of them at least with fewer records than a
         shared unit takes (a backlog's batch shares nothing, and keeps its
-        partitions writing while the next ones decode)."""
+        partitions writing while the next ones decode), and all of it within
+        the in-flight budget: a shared batch is decoded at once, and a
+        backlog's batch of REDSTRING_READ_AHEAD_BYTES decoded at once took a
+        worker from 308 to 668 MB (docs/adr/0024)."""
         small = sum(len(records) < self.share_up_to for _, records in ordered)
         if small < 2:
+            return False
+        in_flight = self.bounds.in_flight
+        if in_flight is not None and batch_values_size(dict(ordered)) > in_flight.max_bytes:
             return False
         return all(len(sub_batches(records, self.bounds)) == 1 for _, records in ordered)
 

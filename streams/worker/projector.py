@@ -483,8 +483,13 @@ class Projector:
         them, no control event among them, no tenant in two partitions. A
         shared pass that does not commit writes nothing, and each partition
         then applies its own. The decisions, in ``batch``'s order."""
+        # Only partitions small enough to share wait for the others: a larger
+        # one writes its own units at once, as it would in a batch that
+        # shares nothing, instead of waiting for every partition to decode.
         carpool: Carpool[list[FoldReport]] = Carpool(
-            [p for p, _ in batch], self._ride_together, group_records
+            [p for p, records in batch if len(records) < group_records],
+            self._ride_together,
+            group_records,
         )
         token = _CARPOOL.set(carpool)
         try:

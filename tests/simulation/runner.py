@@ -122,8 +122,12 @@ async def _no_sleep(_seconds: float) -> None:
 
 #: Sub-batches of at most 3 records, 4 KB of values and 40 JSON objects.
 SIM_BOUNDS = BatchBounds(max_records=3, max_bytes=4096, max_entities=40)
-#: The bytes of values all partitions' sub-batches may hold while applied at once.
-SIM_APPLY_BYTES = 1024
+#: The bytes of values all partitions' sub-batches may hold while applied at
+#: once (REDSTRING_APPLY_MAX_BYTES), one per seed by ``seed // 81``: two or
+#: three values (sub-batches wait for room, and a batch of more shares no
+#: units of work: a shared batch is decoded at once), and about a dozen (most
+#: small batches share).
+SIM_APPLY_BYTES = (1024, 8192)
 #: Event-loop turns a quiesce round lets a member's put move with its intake
 #: idle before it gives up on it for that round.
 FEED_TURNS = 50
@@ -236,7 +240,10 @@ class Member:
             # in several, one after the other (streams.worker.bounds).
             # with the budget every partition's sub-batches share while they
             # are applied (one per worker, as batch_bounds gives the worker).
-            bounds=dataclasses.replace(SIM_BOUNDS, in_flight=InFlight(SIM_APPLY_BYTES)),
+            bounds=dataclasses.replace(
+                SIM_BOUNDS,
+                in_flight=InFlight(SIM_APPLY_BYTES[(sim.seed // 81) % len(SIM_APPLY_BYTES)]),
+            ),
             share_up_to=SIM_SHARE_UP_TO[(sim.seed // 3) % len(SIM_SHARE_UP_TO)],
         )
         # Batches taken from the consumer are put here; its applier hands them

@@ -5,6 +5,7 @@ consumer that behaves like Kafka and Faust)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Collection, Mapping
@@ -16,7 +17,7 @@ from contracts import signing
 from contracts.domain import StreamPartition
 from contracts.events import SCHEMA_VERSION, event_to_json, make_event
 from contracts.ids import EntityId, TenantId
-from streams.worker.bounds import UNBOUNDED, BatchBounds, InFlight
+from streams.worker.bounds import UNBOUNDED, BatchBounds, InFlight, batch_values_size
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
 from streams.worker.projector import Decision, RawRecord
@@ -550,16 +551,66 @@ async def test_a_partition_with_a_refused_event_leaves_the_shared_unit_to_the_ot
     assert await vector.get(TenantId("b"), EntityId("z")) is not None
 
 
-async def test_a_shared_batch_over_the_in_flight_budget_still_moves(stores: Any) -> None:
-    """The loop takes the budget for the whole shared batch at once: no
-    partition waits for room another holds while it waits for the rest."""
+async def test_a_batch_over_the_in_flight_budget_does_not_share(stores: Any) -> None:
+    """A shared batch is decoded at once, so one whose values pass the
+    in-flight budget (a backlog's) goes partition by partition, within it."""
     p = projector(*stores, ListSink())
     consumer = Recorder({0, 1}, {0: 1, 1: 1})
-    bounds = BatchBounds(in_flight=InFlight(1))
+    batch = {0: [raw(0, doc("a", "x"))], 1: [raw(0, doc("b", "y"))]}
+    bounds = BatchBounds(in_flight=InFlight(batch_values_size(batch) - 1))
     loop = WorkerLoop(p, consumer, bounds=bounds, share_up_to=10)
-    await asyncio.wait_for(
-        loop.on_batch({0: [raw(0, doc("a", "x"))], 1: [raw(0, doc("b", "y"))]}), 10
-    )
+    await asyncio.wait_for(loop.on_batch(batch), 10)
+    assert consumer.commits == [{0: 1, 1: 1}]
+    assert _shared(p) == {"committed": 0.0, "declined": 0.0}
+    assert bounds.in_flight is not None and bounds.in_flight.held == 0
+
+
+async def test_a_batch_within_the_in_flight_budget_shares(stores: Any) -> None:
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0, 1}, {0: 1, 1: 1})
+    batch = {0: [raw(0, doc("a", "x"))], 1: [raw(0, doc("b", "y"))]}
+    bounds = BatchBounds(in_flight=InFlight(batch_values_size(batch)))
+    loop = WorkerLoop(p, consumer, bounds=bounds, share_up_to=10)
+    await asyncio.wait_for(loop.on_batch(batch), 10)
     assert consumer.commits == [{0: 1, 1: 1}]
     assert _shared(p)["committed"] == 1.0
     assert bounds.in_flight is not None and bounds.in_flight.held == 0
+
+
+async def test_a_partition_too_large_to_share_writes_without_waiting_for_the_shared_units(
+    stores: Any,
+) -> None:
+    """Only the small partitions of a batch wait for each other: a larger
+    one asks for its own unit of work while the shared unit is still open
+    (it used to wait until the shared units had committed)."""
+    graph, vector = stores
+    own_asked = asyncio.Event()
+    own, across = graph.unit_of_work, graph.unit_of_work_across
+
+    def unit_of_work(partition: StreamPartition) -> Any:
+        if partition.partition == 0:
+            own_asked.set()
+        return own(partition)
+
+    @contextlib.asynccontextmanager
+    async def unit_of_work_across(partitions: Any) -> Any:
+        await asyncio.wait_for(own_asked.wait(), 5)
+        async with across(partitions) as unit:
+            yield unit
+
+    graph.unit_of_work, graph.unit_of_work_across = unit_of_work, unit_of_work_across
+    p = projector(graph, vector, ListSink())
+    consumer = Recorder({0, 1, 2}, {0: 12, 1: 1, 2: 1})
+    loop = WorkerLoop(p, consumer, share_up_to=10)
+    await asyncio.wait_for(
+        loop.on_batch(
+            {
+                0: [raw(o, doc("a", f"x{o}")) for o in range(12)],
+                1: [raw(0, doc("b", "y"))],
+                2: [raw(0, doc("c", "z"))],
+            }
+        ),
+        10,
+    )
+    assert consumer.commits == [{0: 12, 1: 1, 2: 1}]
+    assert _shared(p) == {"committed": 1.0, "declined": 0.0}

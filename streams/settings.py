@@ -230,6 +230,14 @@ class Settings(BaseSettings):
         "youngest generation in a worker (Python's default is 700): higher spends less CPU "
         "on the collector and holds garbage cycles longer (docs/adr/0022-garbage-collector.md).",
     )
+    heap_trim_interval_s: float = Field(
+        1.0,
+        ge=0,
+        description="At most how often a worker hands the heap its batches freed back to the "
+        "system (glibc's malloc_trim, a few milliseconds) as it takes a batch; 0: never. "
+        "Without it the worker's RSS stays at its busiest batches' high-water mark "
+        "(docs/adr/0025-heap-trim.md).",
+    )
     worker_id: str | None = Field(
         None, description="Static group membership id (stable per worker, e.g. the pod name)."
     )

@@ -38,6 +38,7 @@ from streams.telemetry import configure_tracing
 from streams.wiring import Stores, build_folds, open_stores
 from streams.worker.bounds import ReadAhead, batch_bounds, batch_values_size
 from streams.worker.collector import collector_state, settle_for_batches
+from streams.worker.heap import HeapTrim, malloc_trim
 from streams.worker.intake import Intake
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
@@ -308,7 +309,11 @@ class Runtime:
         rebalance drops, gives its bytes back to the read-ahead budget."""
         loop = await self.ready_loop()
 
+        heap = HeapTrim(self.settings.heap_trim_interval_s, malloc_trim())
+
         def taken(batch: Mapping[int, Sequence[RawRecord]]) -> None:
+            # The batch before is written and freed; this one is not decoded yet.
+            heap.maybe()
             read_ahead.give_back(batch)
             self.metrics.intake_bytes.observe(batch_values_size(batch))
 

@@ -123,6 +123,7 @@ REDSTRING_APPLIED_EVENT_RETENTION_DAYS: {{ .Values.projection.appliedEventRetent
 REDSTRING_SESSION_TIMEOUT_S: {{ .Values.projection.sessionTimeoutSeconds | quote }}
 REDSTRING_TRANSACTION_TIMEOUT_S: {{ .Values.projection.transactionTimeoutSeconds | quote }}
 REDSTRING_GC_YOUNG_THRESHOLD: {{ .Values.projection.gcYoungThreshold | int64 | quote }}
+REDSTRING_HEAP_TRIM_INTERVAL_S: {{ .Values.projection.heapTrimIntervalSeconds | quote }}
 REDSTRING_HTTP_HOST: "0.0.0.0"
 REDSTRING_HTTP_PORT: {{ .Values.httpPort | quote }}
 REDSTRING_LOG_LEVEL: {{ .Values.projection.logLevel | quote }}

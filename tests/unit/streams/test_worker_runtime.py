@@ -9,7 +9,10 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
+
 from streams.settings import Settings
+from streams.worker import app
 from streams.worker.app import Runtime
 from streams.worker.bounds import ReadAhead
 from streams.worker.projector import PartitionHealth, RawRecord
@@ -48,4 +51,17 @@ async def test_an_applier_that_dies_makes_the_worker_unready_until_a_new_one_run
     loop.fail = False
     await worker.open_intake(ReadAhead(1000))  # Faust restarted the agent
     assert worker.readiness()[0]
+    await worker.close_intake()
+
+
+async def test_the_heap_is_trimmed_as_the_applier_takes_a_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    trims: list[int] = []
+    monkeypatch.setattr(app, "malloc_trim", lambda: lambda: trims.append(1))
+    worker = runtime(StandInLoop(fail=False))
+    intake = await worker.open_intake(ReadAhead(1000))
+    await intake.put({0: [RawRecord(0, b"t", b"{}")]})
+    await intake.join()
+    assert trims == [1]  # the first batch; the next within a second would not
     await worker.close_intake()

@@ -137,13 +137,13 @@ class Settings(BaseSettings):
         "for the fetch in flight, so this bounds that wait; Faust's own value is 1500 ms.",
     )
     share_units_up_to: int = Field(
-        0,
+        16,
         ge=0,
         description="Records per unit of work shared by several partitions: the partitions of "
         "a batch with fewer records each (within one sub-batch) write them in units of work "
         "of up to this many records per store, several at once, instead of one per partition "
-        "(docs/adr/0024-units-of-work-across-partitions.md; 16 is the value measured). 0, the "
-        "default: one unit of work per partition.",
+        "(docs/adr/0024-units-of-work-across-partitions.md; 16, the default, is the value "
+        "measured). 0: one unit of work per partition.",
     )
     batch_max_bytes: int = Field(
         8_000_000,

@@ -10,9 +10,9 @@ shared passes for those that came, grouped in partition order into units of
 at most ``group_records`` records each, the groups at once: fewer units of
 work than partitions, and still several in flight, so that the stores keep
 both cores busy (one unit of a whole batch was measured slower than a unit
-per partition: its statements run one after the other). Each partition gets its reports from
-its group's pass, or None, and then applies its pass on its own as it would
-have: a shared pass that does not commit writes nothing.
+per partition: its statements run one after the other). Each partition gets
+its reports from its group's pass, or None, and then applies its pass on its
+own as it would have: a shared pass that does not commit writes nothing.
 
 Nothing waits here for anything that waits for it: a partition is expected
 until it arrives or its handling ends (``leave``, from a ``finally``), and

@@ -225,9 +225,9 @@ class WorkerLoop:
         one sub-batch, and two of them at least with fewer records than a
         shared unit takes (a backlog's batch shares nothing, and keeps its
         partitions writing while the next ones decode), and all of it within
-        the in-flight budget: a shared batch is decoded at once, and a
-        backlog's batch of REDSTRING_READ_AHEAD_BYTES decoded at once took a
-        worker from 308 to 668 MB (docs/adr/0024)."""
+        the in-flight budget: a shared batch is decoded at once, so a larger
+        one would hold more decoded than REDSTRING_APPLY_MAX_BYTES allows
+        (docs/adr/0009-read-ahead-by-bytes.md)."""
         small = sum(len(records) < self.share_up_to for _, records in ordered)
         if small < 2:
             return False

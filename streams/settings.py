@@ -152,7 +152,7 @@ class Settings(BaseSettings):
         "order, into sub-batches applied one after the other (at least the largest event).",
     )
     read_ahead_bytes: int = Field(
-        32_000_000,
+        16_000_000,
         ge=MAX_EVENT_BYTES,
         description="Bytes of Kafka values a worker reads ahead of the projector: a batch is "
         "handed over once it holds this many, and the consumer's queue holds at most as many "

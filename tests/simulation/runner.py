@@ -87,7 +87,7 @@ class Knobs:
     max_chunk: int = 12
     max_delay: int = 4
     #: The consumer's queue bound (Faust's stream_buffer_maxsize; the worker's
-    #: default is 32, Settings.queue_records).
+    #: default is 16, Settings.queue_records).
     max_queue: int = 32
     zombie_chance: float = 0.5
     #: Rounds the workers get to quiesce, at least; a history with replays

@@ -25,6 +25,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate.utils import SchemaNotFoundError
+from pydantic import TypeAdapter
 
 from contracts.ids import TENANT_ID_PATTERN
 from streams.kafka import config as kafka_config
@@ -544,6 +545,27 @@ def test_deployment_defaults() -> None:
     assert worker["image"] == "redstring:0.1.0"
     assert worker["ports"] == [{"name": "http", "containerPort": 6066, "protocol": "TCP"}]
     assert worker["resources"]["requests"] and worker["resources"]["limits"]["memory"]
+
+
+#: Chart values that differ from the worker's own defaults on purpose: the
+#: release's service addresses, and a topic replicated over three brokers.
+DEPLOYMENT_VALUES = {"kafka_bootstrap", "neo4j_uri", "replication_factor"}
+
+
+def test_the_chart_defaults_are_the_workers_defaults() -> None:
+    # docs/deploy.md's table gives the worker's defaults; a chart default left
+    # behind when a setting's default moves would run something else.
+    data = one(render(), "ConfigMap")["data"]
+    differ = {}
+    for variable, value in data.items():
+        name = variable.removeprefix("REDSTRING_").lower()
+        field = Settings.model_fields.get(name)
+        if field is None or name in DEPLOYMENT_VALUES:
+            continue
+        if TypeAdapter(field.annotation).validate_python(value) != field.default:
+            differ[variable] = (value, field.default)
+    assert not differ
+    assert DEPLOYMENT_VALUES <= {v.removeprefix("REDSTRING_").lower() for v in data}
 
 
 @pytest.mark.parametrize("all_on", [False, True], ids=["defaults", "all-on"])

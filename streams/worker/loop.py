@@ -378,9 +378,12 @@ class WorkerLoop:
 
     async def check_skipped(self) -> None:
         """Resume each partition paused on a newer schema version whose stores
-        have moved past the record that paused it (``redstring skip``
-        dead-lettered it and advanced both stores): clear the pause, resume
-        the partition in the consumer and seek it to the stores' position.
+        no longer wait on the record that paused it: they moved past it
+        (``redstring skip`` dead-lettered it and advanced both stores), or
+        they need earlier records, which they would never get while paused
+        (and ``redstring skip`` refuses a record they do not wait on). Clear
+        the pause, resume the partition in the consumer and seek it to the
+        stores' position; a record still refused pauses it again when read.
         Run by the watchdog on every tick, whatever the quiet time."""
         health = self.projector.health
         for partition, offset in sorted(self.paused_at.items()):
@@ -390,7 +393,7 @@ class WorkerLoop:
             if partition in self._in_hand:
                 continue
             position = await self.projector.next_needed(partition)
-            if position <= offset or partition not in self.paused_at:
+            if position == offset or partition not in self.paused_at:
                 continue
             if partition not in self.consumer.assigned():
                 continue  # revoked during the await: the new owner starts unpaused
@@ -398,7 +401,7 @@ class WorkerLoop:
             health.paused.pop(partition, None)
             self.consumer.resume(partition)
             log.warning(
-                "the record that paused the partition was skipped; resuming",
+                "the stores no longer wait on the record that paused the partition; resuming",
                 extra={"partition": partition, "offset": offset, "position": position},
             )
             self.projector.metrics.seeks.labels(reason="resumed").inc()

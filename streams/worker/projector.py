@@ -840,6 +840,17 @@ class Projector:
         self, partition: int, selected: _Selected, decoded: _Decoded, applied: _Applied
     ) -> Decision:
         pause = applied.pause if applied.pause is not None else decoded.pause
+        if applied.pause is None and decoded.paused_at is not None:
+            known = applied.after
+            needed = known if known is not None else await self.next_needed(partition)
+            if needed < decoded.paused_at:
+                # The stores need earlier records (another worker opened a
+                # rebuild window, and this one's remembered position was
+                # stale): a pause here would wait on a record the stores never
+                # reach, which neither the watchdog nor ``redstring skip``
+                # could release. Read them first; the pause comes on the way.
+                self.metrics.seeks.labels(reason="ahead").inc()
+                return Decision(seek=needed, applied=applied.applied, reason="ahead")
         if pause is not None:
             self.health.paused[partition] = pause
             log.error("pausing partition", extra={"partition": partition, "reason": pause})

@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import random
 from collections import Counter
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -152,16 +152,27 @@ SIM_HIDDEN = (frozenset(), frozenset({"tenant_ledgers"}))
 
 
 class ObservedLoop(WorkerLoop):
-    """The real loop, watched for a waste the oracle cannot see: a batch that
+    """The real loop, watched for what the oracle cannot see: a batch that
     only asks for the seek the loop already made (records fetched before it
     landed) answered with that seek again. Each such seek fetches the range
     again behind what is still queued, so the queue refills faster than it
-    drains: a partition that converges late or never (docs/design.md 5.9)."""
+    drains: a partition that converges late or never (docs/design.md 5.9).
+    And a pause on a record the stores do not wait on (they need earlier
+    records): only the watchdog's resume would release it."""
 
-    def __init__(self, *args: Any, violations: list[str], name: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        violations: list[str],
+        name: str,
+        needed: Callable[[int], int],
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._violations = violations
         self._name = name
+        #: The lowest offset the stores need on a partition, read at once.
+        self._needed = needed
         #: Each partition's last seek from a batch or the watchdog, and whether
         #: a batch has since carried the record at its target.
         self._last_seek: dict[int, tuple[int, bool]] = {}
@@ -190,6 +201,13 @@ class ObservedLoop(WorkerLoop):
                 f"{self._name} sought partition {partition} to {decision.seek} again "
                 f"({decision.reason}) before any batch carried offset {decision.seek}: "
                 "a seek's remnants taken for a new gap"
+            )
+        # The stores only move forward past a pause (a skip): never below it.
+        if decision.paused_at is not None and self._needed(partition) < decision.paused_at:
+            self._violations.append(
+                f"{self._name} paused partition {partition} on offset "
+                f"{decision.paused_at} while the stores need "
+                f"{self._needed(partition)}: a record they do not wait on"
             )
         return await super()._act(partition, decision)
 
@@ -234,6 +252,7 @@ class Member:
             self.consumer,
             violations=sim.violations,
             name=name,
+            needed=sim.needed_now,
             stall_after=sim.knobs.stall_after,
             clock=sim.clock,
             # Small sub-batches: each consumer batch is handed to the projector
@@ -378,6 +397,11 @@ class Simulation:
             f"seed {self.seed}, step {self.step}, t={self.now:g}s: {message}\n"
             f"workload: {self.workload.summary()}\nfaults: {dict(self.report.faults)}"
         )
+
+    def needed_now(self, partition: int) -> int:
+        """The lowest offset either store needs, read without suspending."""
+        part = StreamPartition(TOPIC, partition, TOPIC_ID)
+        return min(_now(next_needed_offset(store, part)) for store in (self.graph, self.vector))
 
     async def positions(self, partition: int) -> tuple[int, int]:
         part = StreamPartition(TOPIC, partition, TOPIC_ID)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import dataclasses
 import logging
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -15,13 +15,13 @@ import pytest
 
 from contracts import signing
 from contracts.domain import StreamPartition
-from contracts.events import SCHEMA_VERSION, event_to_json, make_event
+from contracts.events import make_event
 from contracts.ids import EntityId, TenantId
 from streams.worker.bounds import UNBOUNDED, BatchBounds, InFlight, batch_values_size
 from streams.worker.loop import WorkerLoop
 from streams.worker.metrics import Metrics
-from streams.worker.projector import Decision, RawRecord
-from tests.unit.streams.test_projector import KEY, ListSink, doc, projector, raw
+from streams.worker.projector import Decision
+from tests.unit.streams.test_projector import KEY, ListSink, doc, newer, projector, raw
 
 
 class Recorder:
@@ -178,13 +178,6 @@ async def test_a_paused_partition_is_left_alone_by_the_watchdog(stores: Any) -> 
     assert consumer.seeks == []
 
 
-def newer(offset: int, tenant: str = "a") -> RawRecord:
-    """A well-formed envelope of a newer schema version, keyed by its tenant."""
-    future = json.loads(event_to_json(doc(tenant, "later")))
-    future["schema_version"] = SCHEMA_VERSION + 1
-    return RawRecord(offset, tenant.encode(), json.dumps(future).encode())
-
-
 async def test_a_skipped_pause_is_resumed_and_sought_to_the_stores_position(
     stores: Any,
 ) -> None:
@@ -244,6 +237,31 @@ async def test_a_skip_landing_while_the_pause_is_handled_is_still_resumed(
     clock.now = 1.5
     await loop.check_stalls()
     assert consumer.resumed == [0] and consumer.seeks == [(0, 2)] and p.health.ready
+
+
+async def test_a_pause_on_a_record_the_stores_do_not_wait_on_is_resumed(stores: Any) -> None:
+    """A pause holds only while both stores wait on the record that paused
+    it. Stores that need earlier records (a rebuild window the pause did not
+    see; the projector now seeks instead of pausing, but the loop must not
+    depend on that) would never reach it, and ``redstring skip`` refuses a
+    record they do not wait on: the watchdog resumes the partition and seeks
+    it to the stores' position, where reading meets the record again."""
+    clock = Clock()
+    p = projector(*stores, ListSink())
+    consumer = Recorder({0}, {0: 4})
+    loop = WorkerLoop(p, consumer, stall_after=1, clock=clock)
+    decision = await p.handle(0, [newer(0)])
+    assert decision.paused_at == 0
+    await loop._act(0, dataclasses.replace(decision, paused_at=3))  # the stores need 0
+    assert consumer.paused == [0] and loop.paused_at == {0: 3}
+    clock.now = 1.5
+    await loop.check_stalls()
+    assert consumer.resumed == [0] and consumer.seeks == [(0, 0)] and p.health.ready
+    await loop.on_batch({0: [newer(0)]})  # read again: the stores wait on it now
+    assert consumer.paused == [0, 0] and loop.paused_at == {0: 0}
+    clock.now = 5.0
+    await loop.check_stalls()
+    assert consumer.resumed == [0] and not p.health.ready
 
 
 async def test_a_corrupt_store_pause_is_not_resumed_by_the_watchdog(stores: Any) -> None:

@@ -61,6 +61,13 @@ def doc(tenant: str, *ids: str) -> Event:
     )
 
 
+def newer(offset: int, tenant: str = "a") -> RawRecord:
+    """A well-formed envelope of a newer schema version, keyed by its tenant."""
+    future = json.loads(event_to_json(doc(tenant, "later")))
+    future["schema_version"] = SCHEMA_VERSION + 1
+    return RawRecord(offset, tenant.encode(), json.dumps(future).encode())
+
+
 def raw(offset: int, event: Event) -> RawRecord:
     return RawRecord(offset, event.tenant_id.encode(), event_to_json(event))
 
@@ -392,6 +399,39 @@ async def test_a_worker_whose_remembered_position_is_stale_still_fences(stores: 
     decision = await ahead.handle(0, [raw(4, doc("a", "v"))])
     assert decision.seek == 0
     assert await fresh_graph.get_entity(TenantId("a"), EntityId("v")) is None
+
+
+@pytest.mark.parametrize("start", [2, 3, 4])
+async def test_a_stale_position_does_not_pause_on_a_newer_record_the_stores_do_not_wait_on(
+    stores: Any, start: int
+) -> None:
+    """Found by ``make soak`` (simulation seed 5303): another worker applied a
+    replay request, so the stores need the log from its start again, while
+    this worker remembers a position past the request. Handed the rest of the
+    log, up to a newer schema version's record, it paused on that record;
+    the stores did not wait on it, so neither the watchdog nor ``redstring
+    skip`` (which wants both stores at it) could ever release the partition.
+    A newer record pauses only a partition whose stores wait on it: this one
+    seeks back to the rebuild window."""
+    graph, vector = stores
+    first, second = projector(graph, vector, ListSink()), projector(graph, vector, ListSink())
+    replay = signing.sign(
+        make_event("TenantReplayRequested", "a", {"requested_by": "ops"}), KEY, topic_id="tid"
+    )
+    log = [
+        raw(0, doc("a", "x")),
+        raw(1, doc("b", "y")),
+        raw(2, replay),
+        RawRecord(3, b"b", b"not json"),
+        newer(4, "b"),
+    ]
+    assert (await first.handle(0, log[:2])).commit == 2
+    assert (await second.handle(0, log[2:3])).seek == 0
+    first._needed[0] = start  # what it remembers from batches of its own
+    decision = await first.handle(0, log[start:])
+    assert decision.pause is None and decision.seek == 0, decision
+    assert first.health.ready, first.health.reasons()
+    assert await first.next_needed(0) == 0
 
 
 async def test_a_partition_starts_writing_while_the_next_one_decodes(

@@ -13,7 +13,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.redstring-installed
 
-.PHONY: venv lock package-check lint test test-fast test-services soak demo stack-demo stack-up stack-down stack-status
+.PHONY: venv lock package-check lint test test-fast test-services soak fuzz demo stack-demo stack-up stack-down stack-status
 
 venv: $(STAMP)
 
@@ -83,6 +83,12 @@ soak: venv
 	@# 60 fixed ones, test_deep_histories_quiesce_under_faults).
 	@REDSTRING_SIM_SEEDS=$${REDSTRING_SIM_DEEP_SEEDS:-300} REDSTRING_SIM_TENANTS=4 \
 	REDSTRING_SIM_PARTITIONS=1 REDSTRING_SIM_STEPS=40 $(BIN)/pytest tests/simulation/test_simulation.py -s -q -p no:cacheprovider -k converges
+
+# The fast layer's properties (hostile bytes, folds against the oracle,
+# the stores' compliance in memory) with many more fresh examples each
+# (REDSTRING_FUZZ_EXAMPLES, 1000 by default): about seven minutes here.
+fuzz: venv
+	@REDSTRING_HYPOTHESIS_PROFILE=fuzz $(BIN)/pytest -m "not services" -q -p no:cacheprovider --ignore=tests/simulation; $(PYTEST_OK)
 
 # The pipeline end to end: the local stack, a topic, a worker, a history with
 # merges and an unmerge, and what the stores answer afterwards.

@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 pytest_plugins = ["tests.services"]
@@ -15,6 +15,15 @@ pytest_plugins = ["tests.services"]
 # is chosen per pytest run: `make test` runs the fast layer under "default" and
 # the `services` layer under "services" (REDSTRING_HYPOTHESIS_PROFILE).
 settings.register_profile("services", deadline=None, max_examples=25)
+# "fuzz" (`make fuzz`): the fast layer's properties with many more examples
+# (REDSTRING_FUZZ_EXAMPLES, 1000 by default), fresh ones each run.
+settings.register_profile(
+    "fuzz",
+    deadline=None,
+    max_examples=int(os.environ.get("REDSTRING_FUZZ_EXAMPLES", "1000")),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,
+)
 settings.load_profile(os.environ.get("REDSTRING_HYPOTHESIS_PROFILE", "default"))
 
 

@@ -119,8 +119,8 @@ class WorkerLoop:
         self._in_hand: set[int] = set()
         # Partitions paused on a newer schema version, with the stores'
         # position when they paused: the offset of the record that paused
-        # them. Once the stores are past it (an operator skipped it), the
-        # watchdog resumes the partition.
+        # them. Once the stores no longer wait on it (an operator skipped it,
+        # or they need earlier records), the watchdog resumes the partition.
         self.paused_at: dict[int, int] = {}
         # The target of each partition's last seek, until a batch from it is
         # handled: records fetched before the seek landed still arrive after

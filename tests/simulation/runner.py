@@ -203,12 +203,14 @@ class ObservedLoop(WorkerLoop):
                 "a seek's remnants taken for a new gap"
             )
         # The stores only move forward past a pause (a skip): never below it.
-        if decision.paused_at is not None and self._needed(partition) < decision.paused_at:
-            self._violations.append(
-                f"{self._name} paused partition {partition} on offset "
-                f"{decision.paused_at} while the stores need "
-                f"{self._needed(partition)}: a record they do not wait on"
-            )
+        if decision.paused_at is not None:
+            needed = self._needed(partition)
+            if needed < decision.paused_at:
+                self._violations.append(
+                    f"{self._name} paused partition {partition} on offset "
+                    f"{decision.paused_at} while the stores need {needed}: "
+                    "a record they do not wait on"
+                )
         return await super()._act(partition, decision)
 
     async def _seek(self, partition: int, offset: int) -> None:
@@ -400,8 +402,7 @@ class Simulation:
 
     def needed_now(self, partition: int) -> int:
         """The lowest offset either store needs, read without suspending."""
-        part = StreamPartition(TOPIC, partition, TOPIC_ID)
-        return min(_now(next_needed_offset(store, part)) for store in (self.graph, self.vector))
+        return min(_now(self.positions(partition)))
 
     async def positions(self, partition: int) -> tuple[int, int]:
         part = StreamPartition(TOPIC, partition, TOPIC_ID)
